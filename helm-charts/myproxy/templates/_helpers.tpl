@@ -1,0 +1,31 @@
+{{/*
+Name of every object of a release: the release name (which is the MyProxy's name), so that
+`kubectl get deploy,svc <myproxy>` finds them. Truncated to 63 characters (DNS label limit).
+*/}}
+{{- define "myproxy.fullname" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "myproxy.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels that select the proxy Pods; they never change over a release's life. */}}
+{{- define "myproxy.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Standard labels on every object. */}}
+{{- define "myproxy.labels" -}}
+helm.sh/chart: {{ include "myproxy.chart" . }}
+{{ include "myproxy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: proxy
+app.kubernetes.io/part-of: myproxy-operator
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Container ports nginx listens on: unprivileged, so nginx runs as non-root. */}}
+{{- define "myproxy.httpPort" -}}8080{{- end -}}
+{{- define "myproxy.httpsPort" -}}8443{{- end -}}

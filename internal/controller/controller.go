@@ -1,0 +1,91 @@
+// Package controller creates one helm-operator-plugins reconciler per watches.yaml entry and
+// registers it with the manager. It is the only place that maps watches.yaml keys and operator
+// flags onto reconciler options.
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/example/myproxy-operator/internal/actionclient"
+)
+
+// Defaults apply to watches.yaml entries that leave a setting out.
+type Defaults struct {
+	MaxConcurrentReconciles int
+	ReconcilePeriod         time.Duration
+	MaxReleaseHistory       int
+}
+
+// Settings is what one reconciler runs with, after merging a watches.yaml entry with Defaults.
+type Settings struct {
+	MaxConcurrentReconciles int
+	ReconcilePeriod         time.Duration
+	// SkipDependentWatches is the negation of watchDependentResources. (The upstream `run`
+	// command passes watchDependentResources through un-negated, which turns dependent watches
+	// off exactly when they were asked for.)
+	SkipDependentWatches bool
+}
+
+// SettingsFor merges a watches.yaml entry with the defaults.
+func SettingsFor(w watches.Watch, d Defaults) Settings {
+	s := Settings{MaxConcurrentReconciles: d.MaxConcurrentReconciles, ReconcilePeriod: d.ReconcilePeriod}
+	if w.MaxConcurrentReconciles != nil {
+		s.MaxConcurrentReconciles = *w.MaxConcurrentReconciles
+	}
+	if w.ReconcilePeriod != nil {
+		s.ReconcilePeriod = w.ReconcilePeriod.Duration
+	}
+	s.SkipDependentWatches = w.WatchDependentResources != nil && !*w.WatchDependentResources
+	return s
+}
+
+// Setup creates and registers a reconciler for every watch.
+func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults) error {
+	for _, w := range ws {
+		if err := setupOne(mgr, w, d); err != nil {
+			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+		}
+	}
+	return nil
+}
+
+func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults) error {
+	s := SettingsFor(w, d)
+	name := fmt.Sprintf("%s-controller", w.Kind)
+	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
+	if err != nil {
+		return fmt.Errorf("creating Helm action config getter: %w", err)
+	}
+	actionClientGetter, err := helmclient.NewActionClientGetter(actionConfigGetter)
+	if err != nil {
+		return fmt.Errorf("creating Helm action client getter: %w", err)
+	}
+	recorder := mgr.GetEventRecorderFor(name)
+
+	opts := []reconciler.Option{
+		reconciler.WithGroupVersionKind(w.GroupVersionKind),
+		reconciler.WithChart(*w.Chart),
+		reconciler.WithOverrideValues(w.OverrideValues),
+		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),
+		reconciler.WithReconcilePeriod(s.ReconcilePeriod),
+		reconciler.WithMaxReleaseHistory(d.MaxReleaseHistory),
+		reconciler.SkipDependentWatches(s.SkipDependentWatches),
+		reconciler.WithEventRecorder(recorder),
+		reconciler.WithActionClientGetter(actionclient.WithEvents(actionClientGetter, recorder)),
+		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
+	}
+	if w.Selector != nil {
+		opts = append(opts, reconciler.WithSelector(*w.Selector))
+	}
+	r, err := reconciler.New(opts...)
+	if err != nil {
+		return err
+	}
+	return r.SetupWithManager(mgr)
+}

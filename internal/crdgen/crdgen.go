@@ -1,0 +1,214 @@
+// Package crdgen generates a CustomResourceDefinition whose `spec` schema is a chart's
+// values.schema.json, so that the chart stays the single source of truth for the API and the
+// apiserver rejects bad input at `kubectl apply`.
+//
+// JSON Schema and Kubernetes' structural schemas differ; the conversion:
+//   - keywords Kubernetes does not know ($schema, $id, $comment) are dropped;
+//   - `additionalProperties: false` is dropped: structural schemas forbid it, and unknown fields
+//     are rejected anyway by kubectl's strict field validation (and pruned otherwise);
+//   - `type: [string, integer]` becomes `x-kubernetes-int-or-string` (resource quantities);
+//   - an object with neither properties nor additionalProperties (affinity, tolerations...)
+//     keeps unknown fields (`x-kubernetes-preserve-unknown-fields`);
+//   - `x-kubernetes-validations` (CEL rules) pass through: JSON Schema validators such as Helm's
+//     ignore unknown keywords, so chart authors write them in values.schema.json;
+//   - `default` is dropped: the apiserver would store it in every MyProxy at creation, and a
+//     later change of the chart's default would never reach existing releases. values.yaml
+//     supplies defaults at render time instead. The one exception is the field the scale
+//     subresource reads (specReplicasPath), which must be stored for `kubectl scale` and HPAs.
+package crdgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var droppedKeywords = []string{"$schema", "$id", "$comment", "title"}
+
+// SpecSchema converts a values.schema.json document into a structural schema for `spec`.
+// keepDefaults lists the paths (like "spec.replicas") whose `default` is kept.
+func SpecSchema(valuesSchema []byte, keepDefaults ...string) (*apiextv1.JSONSchemaProps, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(valuesSchema, &doc); err != nil {
+		return nil, fmt.Errorf("values.schema.json is not valid JSON: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, p := range keepDefaults {
+		keep[p] = true
+	}
+	for p := range keep {
+		if !hasDefault(doc, strings.Split(p, ".")[1:]) {
+			return nil, fmt.Errorf("%s: needs a default in values.schema.json (the scale subresource reads it)", p)
+		}
+	}
+	converted, err := convert(doc, "spec", keep)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(converted)
+	if err != nil {
+		return nil, err
+	}
+	var props apiextv1.JSONSchemaProps
+	if err := json.Unmarshal(raw, &props); err != nil {
+		return nil, fmt.Errorf("converted schema does not fit a CRD schema: %w", err)
+	}
+	return &props, nil
+}
+
+// convert rewrites one schema node (and its children) from JSON Schema into CRD form.
+func convert(node map[string]any, path string, keepDefault map[string]bool) (map[string]any, error) {
+	out := map[string]any{}
+	for k, v := range node {
+		out[k] = v
+	}
+	for _, k := range droppedKeywords {
+		delete(out, k)
+	}
+	if !keepDefault[path] {
+		delete(out, "default")
+	}
+	if ap, ok := out["additionalProperties"].(bool); ok {
+		if ap && out["properties"] == nil {
+			out["x-kubernetes-preserve-unknown-fields"] = true
+		}
+		delete(out, "additionalProperties")
+	}
+	if types, ok := out["type"].([]any); ok {
+		if !isIntOrString(types) {
+			return nil, fmt.Errorf("%s: type %v: a CRD schema allows one type, or [string, integer]", path, types)
+		}
+		delete(out, "type")
+		out["x-kubernetes-int-or-string"] = true
+	}
+	if props, ok := out["properties"].(map[string]any); ok {
+		convertedProps := map[string]any{}
+		for _, name := range sortedKeys(props) {
+			child, ok := props[name].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s.%s: schema must be an object", path, name)
+			}
+			c, err := convert(child, path+"."+name, keepDefault)
+			if err != nil {
+				return nil, err
+			}
+			convertedProps[name] = c
+		}
+		out["properties"] = convertedProps
+	}
+	for _, key := range []string{"items", "additionalProperties"} {
+		if child, ok := out[key].(map[string]any); ok {
+			c, err := convert(child, path+"[]", keepDefault)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = c
+		}
+	}
+	if out["type"] == "object" && out["properties"] == nil && out["additionalProperties"] == nil {
+		out["x-kubernetes-preserve-unknown-fields"] = true
+	}
+	return out, nil
+}
+
+// hasDefault reports whether the property at the path (below the root) declares a default.
+func hasDefault(node map[string]any, path []string) bool {
+	for _, name := range path {
+		props, _ := node["properties"].(map[string]any)
+		child, ok := props[name].(map[string]any)
+		if !ok {
+			return false
+		}
+		node = child
+	}
+	_, ok := node["default"]
+	return ok
+}
+
+func isIntOrString(types []any) bool {
+	if len(types) != 2 {
+		return false
+	}
+	seen := map[any]bool{types[0]: true, types[1]: true}
+	return seen["string"] && seen["integer"]
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Generate fills the `spec` schema of every version of the skeleton CRD from values.schema.json
+// and returns the CRD as YAML. The skeleton carries everything that is not the chart's values:
+// names, printer columns, subresources, the status schema and rules on metadata.
+func Generate(skeleton, valuesSchema []byte) ([]byte, error) {
+	var crd apiextv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(skeleton, &crd); err != nil {
+		return nil, fmt.Errorf("skeleton CRD: %w", err)
+	}
+	for i := range crd.Spec.Versions {
+		v := &crd.Spec.Versions[i]
+		var keepDefaults []string
+		if v.Subresources != nil && v.Subresources.Scale != nil {
+			keepDefaults = append(keepDefaults, strings.TrimPrefix(v.Subresources.Scale.SpecReplicasPath, "."))
+		}
+		spec, err := SpecSchema(valuesSchema, keepDefaults...)
+		if err != nil {
+			return nil, err
+		}
+		// An absent spec is an empty one, so that its stored defaults (replicas) still apply.
+		spec.Default = &apiextv1.JSON{Raw: []byte("{}")}
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			return nil, fmt.Errorf("skeleton version %s has no openAPIV3Schema", v.Name)
+		}
+		if v.Schema.OpenAPIV3Schema.Properties == nil {
+			v.Schema.OpenAPIV3Schema.Properties = map[string]apiextv1.JSONSchemaProps{}
+		}
+		v.Schema.OpenAPIV3Schema.Properties["spec"] = *spec
+	}
+	// Marshal through a map to leave out what the apiserver fills in (status, creationTimestamp).
+	raw, err := json.Marshal(crd)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	delete(doc, "status")
+	if meta, ok := doc["metadata"].(map[string]any); ok {
+		delete(meta, "creationTimestamp")
+	}
+	return yaml.Marshal(doc)
+}
+
+// Render reads the skeleton and the values schema from disk and returns the generated CRD with
+// a header naming its sources; `make manifests` writes it and a test compares it with the
+// committed file.
+func Render(skeletonPath, valuesSchemaPath string) ([]byte, error) {
+	skeleton, err := os.ReadFile(skeletonPath)
+	if err != nil {
+		return nil, err
+	}
+	valuesSchema, err := os.ReadFile(valuesSchemaPath)
+	if err != nil {
+		return nil, err
+	}
+	out, err := Generate(skeleton, valuesSchema)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", valuesSchemaPath, err)
+	}
+	header := fmt.Sprintf("# Generated by `make manifests` from %s and %s.\n# Do not edit: change those and regenerate.\n",
+		filepath.ToSlash(skeletonPath), filepath.ToSlash(valuesSchemaPath))
+	return append([]byte(header), out...), nil
+}

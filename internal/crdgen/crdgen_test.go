@@ -1,0 +1,127 @@
+package crdgen
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+const (
+	skeletonPath     = "hack/crdgen/myproxies.skeleton.yaml"
+	valuesSchemaPath = "helm-charts/myproxy/values.schema.json"
+	crdPath          = "config/crd/bases/gateway.example.com_myproxies.yaml"
+)
+
+// inRepo runs f from the repository root, where `make manifests` runs the generator.
+func inRepo(t *testing.T) {
+	t.Helper()
+	t.Chdir(filepath.Join("..", ".."))
+}
+
+func TestCommittedCRDIsUpToDate(t *testing.T) {
+	inRepo(t)
+	want, err := Render(skeletonPath, valuesSchemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(crdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is out of date with %s: run `make manifests` and commit the result", crdPath, valuesSchemaPath)
+	}
+}
+
+func TestChartSchemaIsStructural(t *testing.T) {
+	inRepo(t)
+	raw, err := os.ReadFile(valuesSchemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := SpecSchema(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var internal apiextensions.JSONSchemaProps
+	if err := apiextv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(spec, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := structuralschema.NewStructural(&internal)
+	if err != nil {
+		t.Fatalf("not structural: %v", err)
+	}
+	if errs := structuralschema.ValidateStructural(field.NewPath("spec"), s); len(errs) > 0 {
+		t.Fatalf("not structural: %v", errs.ToAggregate())
+	}
+	if spec.Properties["routes"].Description == "" {
+		t.Error("descriptions must be carried over (kubectl explain uses them)")
+	}
+}
+
+func TestConversion(t *testing.T) {
+	cases := []struct {
+		name   string
+		schema string
+		keep   []string
+		want   string // JSON of the converted spec schema
+		errHas string
+	}{
+		{"defaults are dropped but for the kept paths",
+			`{"type":"object","properties":{"replicas":{"type":"integer","default":1},"image":{"type":"string","default":"nginx"}}}`,
+			[]string{"spec.replicas"},
+			`{"type":"object","properties":{"image":{"type":"string"},"replicas":{"type":"integer","default":1}}}`, ""},
+		{"a kept path without a default is refused",
+			`{"type":"object","properties":{"replicas":{"type":"integer"}}}`, []string{"spec.replicas"}, "", "spec.replicas: needs a default"},
+		{"drops JSON Schema bookkeeping and additionalProperties false",
+			`{"$schema":"x","title":"T","type":"object","additionalProperties":false,"properties":{"a":{"type":"string"}}}`, nil,
+			`{"type":"object","properties":{"a":{"type":"string"}}}`, ""},
+		{"string or integer becomes int-or-string",
+			`{"type":"object","properties":{"q":{"type":["string","integer"]}}}`, nil,
+			`{"type":"object","properties":{"q":{"x-kubernetes-int-or-string":true}}}`, ""},
+		{"free-form object keeps unknown fields",
+			`{"type":"object","properties":{"affinity":{"type":"object"},"tol":{"type":"array","items":{"type":"object"}}}}`, nil,
+			`{"type":"object","properties":{"affinity":{"type":"object","x-kubernetes-preserve-unknown-fields":true},` +
+				`"tol":{"type":"array","items":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}}`, ""},
+		{"map values are converted",
+			`{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":["integer","string"]}}}}`, nil,
+			`{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"x-kubernetes-int-or-string":true}}}}`, ""},
+		{"CEL rules pass through",
+			`{"type":"array","x-kubernetes-validations":[{"rule":"size(self) < 3","message":"m"}]}`, nil,
+			`{"type":"array","x-kubernetes-validations":[{"rule":"size(self) < 3","message":"m"}]}`, ""},
+		{"other type unions are refused with the path",
+			`{"type":"object","properties":{"x":{"type":["string","boolean"]}}}`, nil, "", "spec.x: type"},
+		{"invalid JSON is refused", `{`, nil, "", "not valid JSON"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := SpecSchema([]byte(c.schema), c.keep...)
+			if c.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), c.errHas) {
+					t.Fatalf("error %v, want one containing %q", err, c.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want apiextv1.JSONSchemaProps
+			if err := json.Unmarshal([]byte(c.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			gotJSON, _ := json.Marshal(got)
+			wantJSON, _ := json.Marshal(want)
+			if !bytes.Equal(gotJSON, wantJSON) {
+				t.Errorf("got  %s\nwant %s", gotJSON, wantJSON)
+			}
+		})
+	}
+}

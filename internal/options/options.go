@@ -1,0 +1,107 @@
+// Package options holds the operator's command-line flags and environment, named and
+// defaulted like the stock `helm-operator run` so existing deployments carry over.
+package options
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// WatchNamespaceEnv names the environment variable that scopes the operator to namespaces:
+// a comma-separated list; empty or unset means all namespaces.
+const WatchNamespaceEnv = "WATCH_NAMESPACE"
+
+// Options are the operator's settings.
+type Options struct {
+	WatchesFile             string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	MetricsBindAddress      string
+	MetricsSecure           bool
+	HealthProbeBindAddress  string
+	// MaxConcurrentReconciles and ReconcilePeriod apply to watches.yaml entries that do not set
+	// their own maxConcurrentReconciles or reconcilePeriod.
+	MaxConcurrentReconciles int
+	ReconcilePeriod         time.Duration
+	MaxReleaseHistory       int
+	GracefulShutdownTimeout time.Duration
+}
+
+// BindFlags registers every option on fs with its default.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.WatchesFile, "watches-file", "./watches.yaml", "Path to the watches file mapping kinds to charts.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false,
+		"Enable leader election, so that only one replica of the operator reconciles at a time.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "myproxy-operator.gateway.example.com",
+		"Name of the Lease used for leader election.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader election Lease (default: the operator's own namespace when in a cluster).")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a non-leader waits before it may take over a Lease that was not renewed.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew the Lease before it gives up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often leader election clients retry.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", ":8080",
+		"Address the metrics endpoint binds to (e.g. :8443 with --metrics-secure); \"0\" disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", false,
+		"Serve metrics over HTTPS, allowed only to callers authenticated and authorised by the apiserver.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", ":8081",
+		"Address the /healthz and /readyz probes bind to; \"0\" disables them.")
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 4,
+		"Default number of MyProxies reconciled concurrently per kind.")
+	fs.DurationVar(&o.ReconcilePeriod, "reconcile-period", 0,
+		"Default period of full reconciles of unchanged resources; 0 reconciles only on change "+
+			"(drift of release objects is still corrected: their changes are watched).")
+	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
+		"Maximum number of revisions kept per Helm release; 0 keeps all.")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
+		"How long in-flight reconciles may run after SIGTERM before the process exits.")
+}
+
+// Validate reports options that cannot work.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxConcurrentReconciles < 1:
+		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles)
+	case o.ReconcilePeriod < 0:
+		return fmt.Errorf("--reconcile-period must not be negative, got %s", o.ReconcilePeriod)
+	case o.MaxReleaseHistory < 0:
+		return fmt.Errorf("--max-release-history must not be negative, got %d", o.MaxReleaseHistory)
+	case o.LeaderElect && o.RenewDeadline >= o.LeaseDuration:
+		return fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)",
+			o.RenewDeadline, o.LeaseDuration)
+	}
+	return nil
+}
+
+// WatchNamespaces parses a WATCH_NAMESPACE value into the cache's namespace map; nil means all
+// namespaces. Blank items and duplicates are ignored.
+func WatchNamespaces(value string) map[string]cache.Config {
+	var namespaces map[string]cache.Config
+	for _, ns := range strings.Split(value, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if namespaces == nil {
+			namespaces = map[string]cache.Config{}
+		}
+		namespaces[ns] = cache.Config{}
+	}
+	return namespaces
+}
+
+// WatchNamespacesFromEnv reads WATCH_NAMESPACE from the environment.
+func WatchNamespacesFromEnv() map[string]cache.Config {
+	return WatchNamespaces(os.Getenv(WatchNamespaceEnv))
+}

@@ -1,0 +1,90 @@
+package options
+
+import (
+	"flag"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWatchNamespaces(t *testing.T) {
+	cases := []struct {
+		value string
+		want  []string // nil: all namespaces
+	}{
+		{value: "", want: nil},
+		{value: " , ,", want: nil},
+		{value: "team-a", want: []string{"team-a"}},
+		{value: "team-a,team-b", want: []string{"team-a", "team-b"}},
+		{value: " team-a , team-b ,team-a,", want: []string{"team-a", "team-b"}},
+	}
+	for _, c := range cases {
+		got := WatchNamespaces(c.value)
+		if c.want == nil {
+			if got != nil {
+				t.Errorf("WatchNamespaces(%q) = %v, want nil (all namespaces)", c.value, got)
+			}
+			continue
+		}
+		var names []string
+		for ns := range got {
+			names = append(names, ns)
+		}
+		sort.Strings(names)
+		if !reflect.DeepEqual(names, c.want) {
+			t.Errorf("WatchNamespaces(%q) = %v, want %v", c.value, names, c.want)
+		}
+	}
+}
+
+func TestFlagsMatchStockHelmOperator(t *testing.T) {
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.BindFlags(fs)
+	for _, name := range []string{"watches-file", "leader-elect", "leader-election-id", "leader-election-namespace",
+		"metrics-bind-address", "metrics-secure", "health-probe-bind-address", "max-concurrent-reconciles",
+		"reconcile-period"} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("flag --%s of the stock helm-operator is missing", name)
+		}
+	}
+	err := fs.Parse([]string{"--watches-file=/w.yaml", "--leader-elect", "--reconcile-period=2m", "--max-concurrent-reconciles=8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.WatchesFile != "/w.yaml" || !o.LeaderElect || o.ReconcilePeriod != 2*time.Minute || o.MaxConcurrentReconciles != 8 {
+		t.Errorf("parsed options = %+v", o)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	valid := func() Options {
+		var o Options
+		o.BindFlags(flag.NewFlagSet("test", flag.ContinueOnError))
+		return o
+	}
+	cases := []struct {
+		name   string
+		mutate func(*Options)
+		errHas string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"zero workers", func(o *Options) { o.MaxConcurrentReconciles = 0 }, "--max-concurrent-reconciles"},
+		{"negative period", func(o *Options) { o.ReconcilePeriod = -time.Second }, "--reconcile-period"},
+		{"negative history", func(o *Options) { o.MaxReleaseHistory = -1 }, "--max-release-history"},
+		{"renew after lease", func(o *Options) { o.LeaderElect = true; o.RenewDeadline = o.LeaseDuration }, "renew-deadline"},
+	}
+	for _, c := range cases {
+		o := valid()
+		c.mutate(&o)
+		err := o.Validate()
+		if c.errHas == "" && err != nil {
+			t.Errorf("%s: unexpected error %v", c.name, err)
+		}
+		if c.errHas != "" && (err == nil || !strings.Contains(err.Error(), c.errHas)) {
+			t.Errorf("%s: error %v, want one naming %s", c.name, err, c.errHas)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+// Package harness runs the real operator binary, kubectl and helm for the integration,
+// end-to-end and fault tests, and offers the waits they share.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RepoRoot is the repository's top folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// BuildOperator compiles ./cmd into dir and returns the binary's path.
+func BuildOperator(dir string) (string, error) {
+	bin := filepath.Join(dir, "myproxy-operator")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd")
+	cmd.Dir = RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Tool returns the path of a tool the Makefile built (HELM, KUSTOMIZE env) or bin/<name>.
+func Tool(t testing.TB, env, name string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		path = filepath.Join(RepoRoot(), "bin", name)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s not found at %s: run `make tools` (or make test, which builds it)", name, path)
+	}
+	return path
+}
+
+// Watch is one watches.yaml entry for MyProxy; Extra is appended verbatim (YAML keys).
+type Watch struct {
+	Chart string // default: helm-charts/myproxy
+	Extra string
+}
+
+// WriteWatches writes a watches file mapping MyProxy to the chart and returns its path.
+func WriteWatches(t testing.TB, w Watch) string {
+	t.Helper()
+	chart := w.Chart
+	if chart == "" {
+		chart = filepath.Join(RepoRoot(), "helm-charts", "myproxy")
+	}
+	content := fmt.Sprintf("- group: gateway.example.com\n  version: v1alpha1\n  kind: MyProxy\n  chart: %s\n", chart)
+	for _, line := range strings.Split(strings.TrimSpace(w.Extra), "\n") {
+		if line != "" {
+			content += "  " + line + "\n"
+		}
+	}
+	path := filepath.Join(t.TempDir(), "watches.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Operator is a running operator process.
+type Operator struct {
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// StartOperator runs the operator binary with the kubeconfig, the given flags and extra
+// environment; it is stopped with SIGTERM when the test ends, and its log is printed if the
+// test failed.
+func StartOperator(t testing.TB, bin, kubeconfig string, args []string, env ...string) *Operator {
+	t.Helper()
+	base := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--zap-log-level=info"}
+	cmd := exec.Command(bin, append(base, args...)...)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), env...)
+	o := &Operator{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = o.log, o.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { o.err = cmd.Wait(); close(o.done) }()
+	t.Cleanup(func() {
+		o.Stop(t)
+		if t.Failed() {
+			t.Logf("operator log:\n%s", o.Log())
+		}
+	})
+	return o
+}
+
+// Stop sends SIGTERM and waits for a clean exit (SIGKILL after 40 s).
+func (o *Operator) Stop(t testing.TB) {
+	t.Helper()
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(40 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+		t.Errorf("operator did not exit within 40s of SIGTERM")
+	}
+}
+
+// Log returns what the operator printed so far.
+func (o *Operator) Log() string { return o.log.String() }
+
+// Exited reports whether the process has ended, and its error.
+func (o *Operator) Exited() (bool, error) {
+	select {
+	case <-o.done:
+		return true, o.err
+	default:
+		return false, nil
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Eventually polls cond every 200 ms until it returns true or the timeout passes; then the test
+// fails with the last reason cond gave.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var reason string
+	for {
+		ok, r := cond(ctx)
+		if ok {
+			return
+		}
+		reason = r
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %s", what, timeout, reason)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Consistently fails the test if cond turns false at any poll during the whole duration.
+func Consistently(t testing.TB, duration time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	for {
+		if ok, reason := cond(ctx); !ok {
+			t.Fatalf("%s: stopped holding: %s", what, reason)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Run executes a command and returns its combined output; it fails the test on error.
+func Run(t testing.TB, env []string, name string, args ...string) string {
+	t.Helper()
+	out, err := RunErr(env, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// RunErr executes a command and returns its combined output and error.
+func RunErr(env []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+const (
+	timeout   = 60 * time.Second
+	finalizer = "uninstall-helm-release"
+)
+
+// chartDefaults reads the chart's values.yaml: expectations follow the chart, not a copy of it.
+func chartDefaults(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	return values
+}
+
+func startOperator(t *testing.T, w harness.Watch, env ...string) *harness.Operator {
+	return harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, w)}, env...)
+}
+
+// waitDeployment waits until the Deployment exists and satisfies ok.
+func waitDeployment(t *testing.T, c client.Client, ns, name, what string, ok func(*appsv1.Deployment) bool) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	harness.Eventually(t, timeout, "Deployment "+what, func(ctx context.Context) (bool, string) {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+			return false, err.Error()
+		}
+		ctr := d.Spec.Template.Spec.Containers[0]
+		return ok(d), fmt.Sprintf("replicas=%d image=%s pullPolicy=%s labels=%v",
+			*d.Spec.Replicas, ctr.Image, ctr.ImagePullPolicy, d.Labels)
+	})
+	return d
+}
+
+func patchSpec(t *testing.T, c client.Client, ns, name, patch string) {
+	t.Helper()
+	mp := harness.MyProxy(ns, name, nil)
+	if err := c.Patch(context.Background(), mp, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+patch+`}`))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func releaseSecrets(ctx context.Context, c client.Client, ns, name string) ([]corev1.Secret, error) {
+	var list corev1.SecretList
+	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": name})
+	return list.Items, err
+}
+
+func TestInstallUpgradeDriftUninstall(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	startOperator(t, harness.Watch{})
+	ns := harness.Namespace(t, c, nil)
+	defaults := chartDefaults(t)
+
+	// Install on create.
+	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	mp := harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", timeout)
+	if got := mp.GetFinalizers(); len(got) != 1 || got[0] != finalizer {
+		t.Errorf("finalizers = %v, want [%s]", got, finalizer)
+	}
+	dep := waitDeployment(t, c, ns, "edge", "with chart defaults", func(d *appsv1.Deployment) bool {
+		return int64(*d.Spec.Replicas) == int64(defaults["replicas"].(float64)) &&
+			d.Spec.Template.Spec.Containers[0].Image == defaults["image"]
+	})
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ConfigMap{}} {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, obj); err != nil {
+			t.Errorf("%T of the release: %v", obj, err)
+		}
+	}
+	if got := dep.Labels["app.kubernetes.io/instance"]; got != "edge" {
+		t.Errorf("Deployment label app.kubernetes.io/instance = %q", got)
+	}
+	harness.WaitForEvent(t, c, ns, "edge", "Installed", timeout)
+
+	// Upgrade when replicas change 1 -> 3, then when the image changes.
+	patchSpec(t, c, ns, "edge", `{"replicas":3}`)
+	waitDeployment(t, c, ns, "edge", "scaled to 3", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
+	harness.WaitForEvent(t, c, ns, "edge", "Upgraded", timeout)
+	const image = "registry.example.com/team/nginx:1.27.4"
+	patchSpec(t, c, ns, "edge", `{"image":"`+image+`"}`)
+	dep = waitDeployment(t, c, ns, "edge", "with the new image", func(d *appsv1.Deployment) bool {
+		return d.Spec.Template.Spec.Containers[0].Image == image
+	})
+
+	// Drift: a deleted Deployment or Service comes back; a hand-edited replica count is reverted.
+	// Settle first, so that only a watch on the release's objects can explain a recreation.
+	harness.WaitForSettled(t, c, ns, "edge", 2*time.Second, timeout)
+	if err := c.Delete(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, c, ns, "edge", "recreated after deletion", func(d *appsv1.Deployment) bool {
+		return d.UID != dep.UID && *d.Spec.Replicas == 3
+	})
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, timeout, "Service recreated", func(ctx context.Context) (bool, string) {
+		again := &corev1.Service{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, again)
+		return err == nil && again.UID != svc.UID, fmt.Sprintf("err=%v", err)
+	})
+	if err := c.Patch(ctx, &appsv1.Deployment{ObjectMeta: dep.ObjectMeta},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":7}}`))); err != nil {
+		t.Fatal(err)
+	}
+	waitDeployment(t, c, ns, "edge", "hand-edited replicas reverted", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 3 })
+
+	// Uninstall on delete: every object of the release and the release itself go, then the CR.
+	if err := c.Delete(ctx, harness.MyProxy(ns, "edge", nil)); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForGone(t, c, harness.MyProxy(ns, "edge", nil), timeout)
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, obj)
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%T of the release after delete: err=%v, want NotFound", obj, err)
+		}
+	}
+	if secrets, err := releaseSecrets(ctx, c, ns, "edge"); err != nil || len(secrets) != 0 {
+		t.Errorf("release Secrets after delete: %d (err=%v), want 0", len(secrets), err)
+	}
+	harness.WaitForEvent(t, c, ns, "edge", "Uninstalled", timeout)
+}
