@@ -52,7 +52,7 @@ lint: vet $(HELM) ## Run go vet and helm lint.
 .PHONY: test
 test: tools cluster-build ## Run every test: unit, chart, envtest integration, control plane and end to end.
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) \
-	  go test -count=1 -timeout 25m $(GOTEST_FLAGS) ./...
+	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).

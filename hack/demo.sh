@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# make demo: one command from a fresh clone to running proxies.
+# Starts the local cluster unless KUBECONFIG points at one, installs the CRD, runs the operator,
+# applies config/samples (with a self-signed certificate for the TLS sample), waits until the
+# first sample is Deployed and its Deployment Available, prints what runs, and keeps the
+# operator running until Ctrl-C, which stops what the demo started.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+: "${HELM:=bin/helm}" "${KUSTOMIZE:=bin/kustomize}" "${OPERATOR:=bin/myproxy-operator}"
+state=bin/demo
+mkdir -p "$state"
+
+started_cluster=0
+if [ -z "${KUBECONFIG:-}" ]; then
+  hack/cluster/cluster.sh status || { hack/cluster/cluster.sh up; started_cluster=1; }
+  eval "$(hack/cluster/cluster.sh env)"
+fi
+export KUBECONFIG
+
+operator_pid=
+cleanup() {
+  echo
+  if [ -n "$operator_pid" ]; then
+    echo "demo: stopping the operator"
+    kill -TERM "$operator_pid" 2>/dev/null || true
+    wait "$operator_pid" 2>/dev/null || true
+  fi
+  if [ "$started_cluster" = 1 ]; then
+    echo "demo: stopping the local cluster"
+    hack/cluster/cluster.sh down
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "demo: installing the MyProxy CRD"
+"$KUSTOMIZE" build config/crd | kubectl apply --server-side --force-conflicts -f - >/dev/null
+kubectl wait --for=condition=Established crd/myproxies.gateway.example.com --timeout=30s >/dev/null
+
+echo "demo: starting the operator (log: $state/operator.log)"
+"$OPERATOR" --watches-file=watches.yaml --metrics-bind-address=0 --health-probe-bind-address=0 \
+  >"$state/operator.log" 2>&1 &
+operator_pid=$!
+
+# The TLS sample needs a kubernetes.io/tls Secret.
+if ! kubectl get secret myproxy-tls-cert >/dev/null 2>&1; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=myproxy-tls.default.svc" \
+    -keyout "$state/tls.key" -out "$state/tls.crt" 2>/dev/null
+  kubectl create secret tls myproxy-tls-cert --cert="$state/tls.crt" --key="$state/tls.key" >/dev/null
+fi
+
+echo "demo: applying config/samples"
+"$KUSTOMIZE" build config/samples | kubectl apply -f -
+sample=$(kubectl get -f config/samples/gateway_v1alpha1_myproxy.yaml -o jsonpath='{.metadata.name}')
+kubectl wait --for=condition=Deployed "myproxy/$sample" --timeout=180s
+kubectl wait --for=condition=Available "deployment/$sample" --timeout=180s
+
+echo
+kubectl get myproxies,deployments,services
+cat <<EOF
+
+The operator runs until Ctrl-C. In another terminal:
+  export KUBECONFIG=$KUBECONFIG
+  kubectl get myproxies
+  kubectl scale myproxy/$sample --replicas=3
+  kubectl patch myproxy/$sample --type=merge -p '{"spec":{"image":"docker.io/nginxinc/nginx-unprivileged:1.27.4"}}'
+  kubectl describe myproxy/$sample     # Events: Installed, Upgraded...
+EOF
+wait "$operator_pid"
