@@ -11,8 +11,10 @@
 # Environment:
 #   CLUSTER_DIR        state: certificates, kubeconfig, data, logs, PIDs (default bin/local-cluster)
 #   CLUSTER_BIN        binaries (default bin/cluster)
-#   CLUSTER_PORT_BASE  first of the ports used (default 36400): etcd +1/+2, apiserver +43,
+#   CLUSTER_PORT_BASE  first of the ports used (default 20400): etcd +1/+2, apiserver +43,
 #                      controller-manager +57, scheduler +59, kwok +80
+#                      Keep it below the kernel's ephemeral range (usually 32768-60999), where
+#                      outgoing connections take their local ports and could hold one of ours.
 #   CLUSTER_AUDIT=1    record an apiserver audit log (Metadata level) in $CLUSTER_DIR/logs/audit.log
 set -euo pipefail
 
@@ -20,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 dir=${CLUSTER_DIR:-$root/bin/local-cluster}
 bin=${CLUSTER_BIN:-$root/bin/cluster}
-base=${CLUSTER_PORT_BASE:-36400}
+base=${CLUSTER_PORT_BASE:-20400}
 audit=${CLUSTER_AUDIT:-0}
 
 etcd_port=$((base + 1))

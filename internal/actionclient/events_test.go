@@ -22,7 +22,9 @@ type stubActions struct {
 	err error
 }
 
-func (s stubActions) rel(name string) *release.Release { return &release.Release{Name: name, Version: 2} }
+func (s stubActions) rel(name string) *release.Release {
+	return &release.Release{Name: name, Version: 2}
+}
 
 func (s stubActions) Get(name string, _ ...helmclient.GetOption) (*release.Release, error) {
 	return s.rel(name), s.err
@@ -57,9 +59,15 @@ func TestEventsPerAction(t *testing.T) {
 			"Normal Upgraded upgraded release p to revision 2 (chart myproxy-0.1.0)"},
 		{"upgrade fails", boom, func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil); return err },
 			"Warning UpgradeFailed upgrade to chart myproxy-0.1.0 failed: boom"},
-		{"dry run is silent", nil, func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil, dryRun); return err },
+		{"dry run is silent", nil, func(c helmclient.ActionInterface) error {
+			_, err := c.Upgrade("p", "ns", chrt, nil, dryRun)
+			return err
+		},
 			""},
-		{"dry run fails", boom, func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil, dryRun); return err },
+		{"dry run fails", boom, func(c helmclient.ActionInterface) error {
+			_, err := c.Upgrade("p", "ns", chrt, nil, dryRun)
+			return err
+		},
 			"Warning ReleaseCheckFailed cannot render chart myproxy-0.1.0 for the current spec: boom"},
 		{"uninstall", nil, func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
 			"Normal Uninstalled uninstalled release p"},

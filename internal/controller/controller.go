@@ -10,9 +10,12 @@ import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/status"
+	"github.com/example/myproxy-operator/internal/values"
 )
 
 // Defaults apply to watches.yaml entries that leave a setting out.
@@ -67,6 +70,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults) error {
 		return fmt.Errorf("creating Helm action client getter: %w", err)
 	}
 	recorder := mgr.GetEventRecorderFor(name)
+	observed := status.NewObserved()
 
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -79,6 +83,9 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults) error {
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.WithEvents(actionClientGetter, recorder)),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
+		reconciler.WithPostHook(observed.PostHook()),
+		reconciler.WithValueTranslator(values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}),
+		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(mgr.GetCache(), w.GroupVersionKind)),
 	}
 	if w.Selector != nil {
 		opts = append(opts, reconciler.WithSelector(*w.Selector))
@@ -87,5 +94,13 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults) error {
 	if err != nil {
 		return err
 	}
-	return r.SetupWithManager(mgr)
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	var selector metav1.LabelSelector
+	if w.Selector != nil {
+		selector = *w.Selector
+	}
+	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: w.GroupVersionKind, Observed: observed}
+	return statusReconciler.SetupWithManager(mgr, selector)
 }

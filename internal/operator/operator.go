@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -15,7 +17,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/myproxy-operator/internal/controller"
+	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/options"
+	"github.com/example/myproxy-operator/internal/status"
 )
 
 // New loads the watches file and returns a manager with a reconciler for every entry.
@@ -47,6 +51,7 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 		LeaderElectionReleaseOnCancel: true, // hand over at once on SIGTERM
 		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
 		Cache:                         cache.Options{DefaultNamespaces: namespaces},
+		NewCache:                      eventfilter.NewCache(eventFilters(ws)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -66,4 +71,19 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// eventFilters keeps the operator from waking itself:
+//   - the status controller's writes to the custom resources reach no controller;
+//   - Helm release Secrets (labelled owner=helm) are the reconciler's own records. Without
+//     this, a failing install, which writes a release record and removes it on rollback,
+//     re-enqueues itself at once and retries in a tight loop instead of backing off.
+func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Filter {
+	filters := map[schema.GroupVersionKind]eventfilter.Filter{
+		corev1.SchemeGroupVersion.WithKind("Secret"): eventfilter.IgnoreLabelled("owner", "helm"),
+	}
+	for _, w := range ws {
+		filters[w.GroupVersionKind] = eventfilter.Filter{Update: status.ChangedBeyondOwnFields}
+	}
+	return filters
 }

@@ -43,7 +43,7 @@ func TestClusterUpDeploymentDown(t *testing.T) {
 		t.Skip("starts a control plane")
 	}
 	dir := t.TempDir()
-	env := []string{"CLUSTER_DIR=" + dir, "CLUSTER_PORT_BASE=37400"}
+	env := []string{"CLUSTER_DIR=" + dir, "CLUSTER_PORT_BASE=21400"}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	kubectl := func(args ...string) string {
 		return harness.Run(t, nil, "kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)

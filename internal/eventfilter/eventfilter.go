@@ -1,0 +1,128 @@
+// Package eventfilter drops informer events of chosen kinds before any controller sees them.
+// It wraps the manager's cache (a manager option), the one place where events of the Helm
+// reconciler's own watches can be filtered: helm-operator-plugins takes no predicates for its
+// primary watch or its watch on release Secrets.
+package eventfilter
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Filter decides which events of a kind reach the handlers; a nil func lets every event of
+// that type through.
+type Filter struct {
+	Add    func(obj any) bool
+	Update func(oldObj, newObj any) bool
+	Delete func(obj any) bool
+}
+
+// IgnoreLabelled is a Filter that drops every event of objects carrying the label key=value.
+func IgnoreLabelled(key, value string) Filter {
+	unlabelled := func(obj any) bool {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		o, ok := obj.(metav1.Object)
+		return !ok || o.GetLabels()[key] != value
+	}
+	return Filter{
+		Add:    unlabelled,
+		Update: func(oldObj, newObj any) bool { return unlabelled(oldObj) || unlabelled(newObj) },
+		Delete: unlabelled,
+	}
+}
+
+// NewCache returns a cache constructor whose informers of the given kinds deliver only the
+// events their kind's Filter accepts.
+func NewCache(filters map[schema.GroupVersionKind]Filter) cache.NewCacheFunc {
+	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+		c, err := cache.New(cfg, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters}, nil
+	}
+}
+
+type filteringCache struct {
+	cache.Cache
+	scheme  *runtime.Scheme
+	filters map[schema.GroupVersionKind]Filter
+}
+
+func (c *filteringCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	i, err := c.Cache.GetInformer(ctx, obj, opts...)
+	if err != nil {
+		return nil, err
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.scheme)
+	if err != nil {
+		return nil, err
+	}
+	return c.wrap(gvk, i), nil
+}
+
+func (c *filteringCache) GetInformerForKind(ctx context.Context, gvk schema.GroupVersionKind, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	i, err := c.Cache.GetInformerForKind(ctx, gvk, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return c.wrap(gvk, i), nil
+}
+
+func (c *filteringCache) wrap(gvk schema.GroupVersionKind, i cache.Informer) cache.Informer {
+	if f, ok := c.filters[gvk]; ok {
+		return &filteringInformer{Informer: i, filter: f}
+	}
+	return i
+}
+
+type filteringInformer struct {
+	cache.Informer
+	filter Filter
+}
+
+func (i *filteringInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandler(filteredHandler{h, i.filter})
+}
+
+func (i *filteringInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithResyncPeriod(filteredHandler{h, i.filter}, resync)
+}
+
+func (i *filteringInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithOptions(filteredHandler{h, i.filter}, opts)
+}
+
+type filteredHandler struct {
+	toolscache.ResourceEventHandler
+	filter Filter
+}
+
+func (h filteredHandler) OnAdd(obj any, isInInitialList bool) {
+	if h.filter.Add == nil || h.filter.Add(obj) {
+		h.ResourceEventHandler.OnAdd(obj, isInInitialList)
+	}
+}
+
+func (h filteredHandler) OnUpdate(oldObj, newObj any) {
+	if h.filter.Update == nil || h.filter.Update(oldObj, newObj) {
+		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
+	}
+}
+
+func (h filteredHandler) OnDelete(obj any) {
+	if h.filter.Delete == nil || h.filter.Delete(obj) {
+		h.ResourceEventHandler.OnDelete(obj)
+	}
+}

@@ -1,0 +1,59 @@
+package status
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestChangedBeyondOwnFields(t *testing.T) {
+	base := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": "p", "resourceVersion": "1", "generation": int64(1)},
+			"spec":     map[string]any{"replicas": int64(2)},
+			"status": map[string]any{
+				"replicas": int64(1),
+				"conditions": []any{
+					map[string]any{"type": "Deployed", "status": "True"},
+					map[string]any{"type": "Available", "status": "False"},
+				},
+			},
+		}}
+	}
+	cases := []struct {
+		name   string
+		mutate func(u *unstructured.Unstructured)
+		want   bool
+	}{
+		{"resourceVersion only", func(u *unstructured.Unstructured) { u.SetResourceVersion("2") }, false},
+		{"own fields only", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(2), "status", "readyReplicas")
+			_ = unstructured.SetNestedField(u.Object, "http://p.ns.svc:80", "status", "url")
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			conds[1].(map[string]any)["status"] = "True"
+			_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+		}, false},
+		{"spec", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas")
+		}, true},
+		{"the Helm reconciler's condition", func(u *unstructured.Unstructured) {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			conds[0].(map[string]any)["status"] = "False"
+			_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+		}, true},
+		{"the Helm reconciler drops own fields while writing its own", func(u *unstructured.Unstructured) {
+			u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "False"}}}
+		}, true},
+		{"finalizers", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }, true},
+	}
+	for _, c := range cases {
+		old, updated := base(), base()
+		c.mutate(updated)
+		if got := ChangedBeyondOwnFields(old, updated); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+		if old.GetResourceVersion() != "1" {
+			t.Fatalf("%s: the filter modified its input", c.name)
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package values
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestTranslate(t *testing.T) {
+	secret := func(name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team"}, Type: typ, Data: data}
+	}
+	pair := map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}
+	reader := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
+		secret("good", corev1.SecretTypeTLS, pair),
+		secret("opaque", corev1.SecretTypeOpaque, pair),
+		secret("empty", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": []byte("c")}),
+	).Build()
+	cases := []struct {
+		name   string
+		spec   map[string]any
+		errHas string
+	}{
+		{"no TLS", map[string]any{"replicas": int64(2)}, ""},
+		{"TLS off", map[string]any{"tls": map[string]any{"secretName": ""}}, ""},
+		{"existing TLS Secret", map[string]any{"tls": map[string]any{"secretName": "good"}}, ""},
+		{"missing Secret", map[string]any{"tls": map[string]any{"secretName": "nope"}},
+			`spec.tls.secretName: Secret "nope" not found in namespace "team"`},
+		{"wrong type", map[string]any{"tls": map[string]any{"secretName": "opaque"}}, `has type "Opaque", want "kubernetes.io/tls"`},
+		{"incomplete pair", map[string]any{"tls": map[string]any{"secretName": "empty"}}, "lacks tls.crt or tls.key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			recorder := record.NewFakeRecorder(1)
+			obj := &unstructured.Unstructured{Object: map[string]any{"spec": c.spec}}
+			obj.SetNamespace("team")
+			vals, err := Translator{Reader: reader, Recorder: recorder}.Translate(context.Background(), obj)
+			if c.errHas == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(vals) != len(c.spec) {
+					t.Errorf("values %v, want the spec %v", vals, c.spec)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.errHas) {
+				t.Fatalf("error %v, want %q", err, c.errHas)
+			}
+			if ev := <-recorder.Events; !strings.HasPrefix(ev, "Warning InvalidSpec spec.tls.secretName") {
+				t.Errorf("event %q", ev)
+			}
+		})
+	}
+}
