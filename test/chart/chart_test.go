@@ -34,10 +34,7 @@ func renderSpec(t *testing.T, name string, spec map[string]any) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	values := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(values, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	values := harness.WriteTemp(t, "values-*.yaml", raw)
 	return helm(t, "template", name, chartDir, "--namespace", "demo", "-f", values)
 }
 

@@ -56,7 +56,9 @@ func TestSampleLifecycle(t *testing.T) {
 		[]string{"--watches-file=" + filepath.Join(harness.RepoRoot(), "watches.yaml")})
 	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
 	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
-	t.Cleanup(func() { _, _ = harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "delete", "namespace", ns, "--wait=false") })
+	t.Cleanup(func() {
+		_, _ = harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "delete", "namespace", ns, "--wait=false")
+	})
 	name, replicas, image := sampleSpec(t)
 
 	kubectl(t, "apply", "-n", ns, "-f", sample)
@@ -68,6 +70,28 @@ func TestSampleLifecycle(t *testing.T) {
 	if want := strings.Join([]string{strconv.Itoa(replicas), image}, " "); got != want {
 		t.Errorf("deployment readyReplicas and image = %q, want %q", got, want)
 	}
+	// Status follows the Deployment: Available, ready replicas, and the printer columns show them.
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/"+name, "--timeout=60s")
+	waitReady := func(want int) {
+		harness.Eventually(t, 60*time.Second, "MyProxy readyReplicas", func(context.Context) (bool, string) {
+			got := kubectl(t, "get", "myproxy", "-n", ns, name, "-o", "jsonpath={.status.readyReplicas}")
+			return got == strconv.Itoa(want), "readyReplicas=" + got
+		})
+	}
+	waitReady(replicas)
+	columns := kubectl(t, "get", "myproxy", "-n", ns, name)
+	for _, want := range []string{"REPLICAS", "READY", "IMAGE", "STATUS", image, "InstallSuccessful"} {
+		if !strings.Contains(columns, want) {
+			t.Errorf("kubectl get myproxy lacks %q:\n%s", want, columns)
+		}
+	}
+	// kubectl scale goes through the scale subresource.
+	kubectl(t, "scale", "-n", ns, "myproxy/"+name, "--replicas=3")
+	waitReady(3)
+	if got := kubectl(t, "get", "deployment", "-n", ns, name, "-o", "jsonpath={.status.readyReplicas}"); got != "3" {
+		t.Errorf("deployment readyReplicas after kubectl scale = %q, want 3", got)
+	}
+
 	if events := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name,
 		"-o", "jsonpath={.items[*].reason}"); !strings.Contains(events, "Installed") {
 		t.Errorf("events on the MyProxy = %q, want an Installed event", events)

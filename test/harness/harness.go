@@ -210,3 +210,19 @@ func RunErr(env []string, name string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// WriteTemp writes content to a new temporary file, removed when the test ends. Its path holds
+// no comma (tools such as helm split -f on commas; test names may contain them).
+func WriteTemp(t testing.TB, pattern string, content []byte) string {
+	t.Helper()
+	f, err := os.CreateTemp("", pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(f.Name()) })
+	defer f.Close()
+	if _, err := f.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -41,20 +40,6 @@ func ConfigFromKubeconfig(t testing.TB, path string) *rest.Config {
 	}
 	cfg.QPS, cfg.Burst = 100, 200
 	return cfg
-}
-
-// WriteKubeconfig writes kubeconfig bytes to a temporary file.
-func WriteKubeconfig(t testing.TB, content []byte) string {
-	t.Helper()
-	f, err := os.CreateTemp("", "kubeconfig-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write(content); err != nil {
-		t.Fatal(err)
-	}
-	return f.Name()
 }
 
 // Namespace creates a namespace named after the test with the given labels.
