@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -71,6 +73,14 @@ func TestInstallErrorThenFix(t *testing.T) {
 		t.Errorf("ReleaseFailed %s: %q, want InstallError naming nodeSelectorTerms", reason, msg)
 	}
 	harness.WaitForEvent(t, c, ns, "broken", "InstallFailed", timeout)
+	// Retries back off exponentially (5 ms doubling): about 11 attempts in the first 8 s, where a
+	// retry loop driven by the release records' own events made dozens.
+	time.Sleep(8 * time.Second)
+	if attempts := eventCount(t, c, ns, "broken", "InstallFailed"); attempts > 16 {
+		t.Errorf("%d install attempts in about 8 s: retries do not back off", attempts)
+	} else {
+		t.Logf("%d install attempts in about 8 s", attempts)
+	}
 	// Each attempt writes a pending revision and removes it on rollback: none lingers.
 	harness.Eventually(t, 10*time.Second, "no release revision left by failed installs", func(ctx context.Context) (bool, string) {
 		secrets, err := releaseSecrets(ctx, c, ns, "broken")
@@ -124,4 +134,20 @@ func TestFailingUpgradeKeepsHistoryBounded(t *testing.T) {
 	if secrets, _ := releaseSecrets(ctx, c, ns, "edge"); len(secrets) > maxHistory {
 		t.Errorf("%d revisions stored, max %d", len(secrets), maxHistory)
 	}
+}
+
+// eventCount adds up the count of the (aggregated) Events with the reason about an object.
+func eventCount(t *testing.T, c client.Client, ns, name, reason string) int32 {
+	t.Helper()
+	var list corev1.EventList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var n int32
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name && e.Reason == reason {
+			n += max(e.Count, 1)
+		}
+	}
+	return n
 }

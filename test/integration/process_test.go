@@ -1,0 +1,48 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// The probes answer while the operator runs, and SIGTERM ends it cleanly (exit status 0).
+func TestProbesAndGracefulShutdown(t *testing.T) {
+	probes := freeAddr(t)
+	op := harness.StartOperator(t, operatorBin, kubeconfig, []string{
+		"--watches-file=" + harness.WriteWatches(t, harness.Watch{}),
+		"--health-probe-bind-address=" + probes,
+	})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		harness.Eventually(t, 30*time.Second, "probe "+path, func(ctx context.Context) (bool, string) {
+			resp, err := http.Get("http://" + probes + path)
+			if err != nil {
+				return false, err.Error()
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, fmt.Sprintf("status %d", resp.StatusCode)
+		})
+	}
+	start := time.Now()
+	op.Stop(t)
+	exited, err := op.Exited()
+	if !exited || err != nil {
+		t.Errorf("after SIGTERM: exited=%v err=%v, want a clean exit", exited, err)
+	}
+	t.Logf("stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+}
