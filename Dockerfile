@@ -7,9 +7,11 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o myproxy-operator ./cmd
 
-# A minimal, non-root runtime: the binary, watches.yaml and the chart it maps to. The working
-# directory is where the binary looks for ./watches.yaml and the chart paths it names.
-FROM gcr.io/distroless/static-debian12:nonroot
+# The smallest runtime there is: a static binary (no cgo; the apiserver's CA comes from the
+# ServiceAccount mount), watches.yaml and the chart it maps to, run as a non-root UID. The
+# working directory is where the binary looks for ./watches.yaml and the chart paths it names;
+# Helm's cache and config go to the /tmp emptyDir that config/manager mounts.
+FROM scratch
 WORKDIR /opt/myproxy-operator
 COPY --from=builder /workspace/myproxy-operator /usr/local/bin/myproxy-operator
 COPY watches.yaml watches.yaml
