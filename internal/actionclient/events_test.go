@@ -85,9 +85,9 @@ func TestEventsPerAction(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			recorder := record.NewFakeRecorder(10)
-			getter := WithEvents(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+			getter := Observed(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 				return stubActions{err: c.err}, nil
-			}), recorder)
+			}), Events{Recorder: recorder})
 			ac, err := getter.ActionClientFor(context.Background(), &unstructured.Unstructured{})
 			if err != nil {
 				t.Fatal(err)
@@ -109,9 +109,9 @@ func TestEventsPerAction(t *testing.T) {
 
 func TestActionClientFailureIsAnEvent(t *testing.T) {
 	recorder := record.NewFakeRecorder(1)
-	getter := WithEvents(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+	getter := Observed(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return nil, errors.New("no mapping")
-	}), recorder)
+	}), Events{Recorder: recorder})
 	if _, err := getter.ActionClientFor(context.Background(), &unstructured.Unstructured{}); err == nil {
 		t.Fatal("want the error of the wrapped getter")
 	}

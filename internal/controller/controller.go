@@ -12,6 +12,7 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/status"
@@ -50,15 +51,19 @@ func SettingsFor(w watches.Watch, d Defaults) Settings {
 
 // Setup creates and registers a reconciler for every watch.
 func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults) error {
+	metrics, err := actionclient.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	for _, w := range ws {
-		if err := setupOne(mgr, w, d); err != nil {
+		if err := setupOne(mgr, w, d, metrics); err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 	}
 	return nil
 }
 
-func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults) error {
+func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclient.Metrics) error {
 	s := SettingsFor(w, d)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
@@ -81,7 +86,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults) error {
 		reconciler.WithMaxReleaseHistory(d.MaxReleaseHistory),
 		reconciler.SkipDependentWatches(s.SkipDependentWatches),
 		reconciler.WithEventRecorder(recorder),
-		reconciler.WithActionClientGetter(actionclient.WithEvents(actionClientGetter, recorder)),
+		reconciler.WithActionClientGetter(actionclient.Observed(actionClientGetter, actionclient.Events{Recorder: recorder}, metrics)),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithPostHook(observed.PostHook()),
 		reconciler.WithValueTranslator(values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}),

@@ -98,8 +98,7 @@ func TestFailingUpgradeKeepsHistoryBounded(t *testing.T) {
 	const maxHistory = 3
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	harness.StartOperator(t, operatorBin, kubeconfig, []string{
-		"--watches-file=" + harness.WriteWatches(t, harness.Watch{}), fmt.Sprintf("--max-release-history=%d", maxHistory)})
+	startOperatorWith(t, fmt.Sprintf("--max-release-history=%d", maxHistory))
 	ns := harness.Namespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)

@@ -41,6 +41,13 @@ func startOperator(t *testing.T, w harness.Watch, env ...string) *harness.Operat
 	return harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, w)}, env...)
 }
 
+// startOperatorWith starts the operator on the repository chart with extra flags.
+func startOperatorWith(t *testing.T, args ...string) *harness.Operator {
+	t.Helper()
+	return harness.StartOperator(t, operatorBin, kubeconfig,
+		append([]string{"--watches-file=" + harness.WriteWatches(t, harness.Watch{})}, args...))
+}
+
 // waitDeployment waits until the Deployment exists and satisfies ok.
 func waitDeployment(t *testing.T, c client.Client, ns, name, what string, ok func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()

@@ -24,10 +24,7 @@ func freeAddr(t *testing.T) string {
 // The probes answer while the operator runs, and SIGTERM ends it cleanly (exit status 0).
 func TestProbesAndGracefulShutdown(t *testing.T) {
 	probes := freeAddr(t)
-	op := harness.StartOperator(t, operatorBin, kubeconfig, []string{
-		"--watches-file=" + harness.WriteWatches(t, harness.Watch{}),
-		"--health-probe-bind-address=" + probes,
-	})
+	op := startOperatorWith(t, "--health-probe-bind-address="+probes)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		harness.Eventually(t, 30*time.Second, "probe "+path, func(ctx context.Context) (bool, string) {
 			resp, err := http.Get("http://" + probes + path)
