@@ -226,3 +226,9 @@ func WriteTemp(t testing.TB, pattern string, content []byte) string {
 	}
 	return f.Name()
 }
+
+// Kill ends the process with SIGKILL, as a crash or a lost node would, and waits for it.
+func (o *Operator) Kill() {
+	_ = o.cmd.Process.Kill()
+	<-o.done
+}
