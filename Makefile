@@ -1,8 +1,10 @@
 # myproxy-operator: a Helm-based operator that runs nginx reverse proxies from MyProxy resources.
 # `make help` lists the targets. Tools are built from their Go modules (hack/tools) into bin/.
 
-IMG ?= example.com/myproxy-operator:v0.1.0
+# The released image, as config/manager/kustomization.yaml names it; IMG overrides it on deploy.
+IMAGE_REPO := example.com/myproxy-operator
 VERSION ?= 0.1.0
+IMG ?= $(IMAGE_REPO):v$(VERSION)
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -88,12 +90,17 @@ uninstall: $(KUSTOMIZE) ## Remove the CRD (and with it every MyProxy) from the c
 
 .PHONY: deploy
 deploy: $(KUSTOMIZE) ## Deploy the operator into myproxy-operator-system (IMG=... sets the image).
-	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
-	$(KUSTOMIZE) build config/default | $(KUBECTL) apply --server-side -f -
+	$(call render-default) | $(KUBECTL) apply --server-side --force-conflicts -f -
 
 .PHONY: undeploy
-undeploy: $(KUSTOMIZE) ## Remove everything deploy created.
-	$(KUSTOMIZE) build config/default | $(KUBECTL) delete --ignore-not-found -f -
+undeploy: $(KUSTOMIZE) ## Uninstall every MyProxy's release, then remove everything deploy created.
+	@# MyProxies go first, while the operator still runs to uninstall their releases: deleting the
+	@# CRD under them would leave them stuck on their finalizer, or their releases orphaned.
+	@if $(KUBECTL) get crd myproxies.gateway.example.com >/dev/null 2>&1; then \
+	  $(KUBECTL) delete myproxies.gateway.example.com --all --all-namespaces --timeout=180s || { \
+	    echo "undeploy: MyProxies are still being uninstalled; is the operator running? Nothing else was removed." >&2; exit 1; }; \
+	fi
+	$(call render-default) | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Local cluster
 
@@ -125,6 +132,15 @@ tools: $(HELM) $(KUSTOMIZE) ## Build helm and kustomize from hack/tools/go.mod i
 $(HELM) $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $(BIN)/ helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5
 	@touch $(HELM) $(KUSTOMIZE)
+
+# render-default: config/default with the manager image set to $(IMG), through a throwaway
+# overlay so that no tracked file changes.
+define render-default
+mkdir -p $(BIN) && overlay=$$(mktemp -d $(BIN)/overlay.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
+  printf 'resources:\n- ../../config/default\n' > "$$overlay/kustomization.yaml" && \
+  (cd "$$overlay" && $(KUSTOMIZE) edit set image $(IMAGE_REPO)=$(IMG)) && \
+  $(KUSTOMIZE) build "$$overlay"
+endef
 
 # use-cluster: KUBECONFIG if set, else the local cluster's kubeconfig.
 define use-cluster

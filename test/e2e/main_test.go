@@ -21,24 +21,26 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// run starts the local cluster unless it is already up, and stops it afterwards only if it
-// started it.
+// run starts a local cluster of its own (fresh state, its own ports, so that neither a
+// developer's cluster nor what is left in it matters), and stops it afterwards.
 func run(m *testing.M) int {
 	root := harness.RepoRoot()
-	clusterSh := filepath.Join(root, "hack", "cluster", "cluster.sh")
-	alreadyUp := exec.Command(clusterSh, "status").Run() == nil
-	if !alreadyUp {
-		up := exec.Command(clusterSh, "up")
-		up.Stdout, up.Stderr = os.Stdout, os.Stderr
-		if err := up.Run(); err != nil {
-			fmt.Println("e2e: cluster-up failed:", err)
-			return 1
-		}
-		defer func() { _ = exec.Command(clusterSh, "down").Run() }()
+	dir := filepath.Join(root, "bin", "e2e-cluster")
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Println("e2e:", err)
+		return 1
 	}
-	dir := os.Getenv("CLUSTER_DIR")
-	if dir == "" {
-		dir = filepath.Join(root, "bin", "local-cluster")
+	clusterSh := filepath.Join(root, "hack", "cluster", "cluster.sh")
+	cluster := func(verb string) error {
+		cmd := exec.Command(clusterSh, verb)
+		cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir, "CLUSTER_PORT_BASE=21600")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		return cmd.Run()
+	}
+	defer func() { _ = cluster("down") }()
+	if err := cluster("up"); err != nil {
+		fmt.Println("e2e: cluster-up failed:", err)
+		return 1
 	}
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 

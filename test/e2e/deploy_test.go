@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+const (
+	systemNamespace = "myproxy-operator-system"
+	managerSA       = "myproxy-operator-controller-manager"
+)
+
+// impersonating writes a kubeconfig that acts as the deployed ServiceAccount: the admin's
+// credentials, impersonating system:serviceaccount:<ns>:<sa> and its groups.
+func impersonating(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range cfg["users"].([]any) {
+		user := u.(map[string]any)["user"].(map[string]any)
+		user["as"] = "system:serviceaccount:" + systemNamespace + ":" + managerSA
+		user["as-groups"] = []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"}
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// make deploy installs the operator into myproxy-operator-system; its Pod is admitted under the
+// restricted Pod Security Standard and becomes Available (kwok runs it). No container runs here,
+// so the operator binary then runs out of cluster *as the deployed ServiceAccount*: the samples
+// reach Deployed only if the deployed RBAC grants everything the operator does.
+func TestDeployAsServiceAccount(t *testing.T) {
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	const img = "registry.example.com/myproxy-operator:e2e"
+	harness.Run(t, env, "make", "deploy", "IMG="+img)
+	undeployed := false
+	t.Cleanup(func() {
+		if !undeployed {
+			_, _ = harness.RunErr(env, "make", "undeploy")
+		}
+	})
+	deployment := "deployment/myproxy-operator-controller-manager"
+	kubectl(t, "wait", "-n", systemNamespace, "--for=condition=Available", deployment, "--timeout=120s")
+	if got := kubectl(t, "get", "-n", systemNamespace, deployment, "-o", "jsonpath={.spec.template.spec.containers[0].image}"); got != img {
+		t.Errorf("manager image %q, want %q (IMG)", got, img)
+	}
+
+	op := harness.StartOperator(t, operatorBin, impersonating(t), []string{
+		"--watches-file=" + filepath.Join(harness.RepoRoot(), "watches.yaml"),
+		"--leader-elect", "--leader-election-namespace=" + systemNamespace,
+	})
+	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
+	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	name, _, _ := sampleSpec(t)
+	kubectl(t, "apply", "-n", ns, "-f", sample)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/"+name, "--timeout=120s")
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/"+name, "--timeout=120s")
+	harness.WaitForEvent(t, c, ns, name, "Installed", 30*time.Second)                         // events: create
+	kubectl(t, "get", "lease", "-n", systemNamespace, "myproxy-operator.gateway.example.com") // leases
+	kubectl(t, "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")                         // uninstall, finalizer removal
+	if log := op.Log(); strings.Contains(log, "forbidden") {
+		t.Errorf("the operator was refused something as %s:\n%s", managerSA, grepLines(log, "forbidden"))
+	}
+
+	// Undeploy while the operator runs: MyProxies first (uninstalled), then the rest.
+	kubectl(t, "apply", "-n", ns, "-f", sample)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/"+name, "--timeout=120s")
+	harness.Run(t, env, "make", "undeploy")
+	undeployed = true
+	op.Stop(t)
+	if left := kubectl(t, "get", "deployments,services,configmaps,secrets", "-n", ns, "-l", "app.kubernetes.io/instance="+name, "-o", "name"); left != "" {
+		t.Errorf("undeploy orphaned objects of a release:\n%s", left)
+	}
+	harness.Eventually(t, 120*time.Second, "undeploy removed everything", func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "namespace/"+systemNamespace,
+			"crd/myproxies.gateway.example.com", "clusterrole/myproxy-operator-manager-role", "--ignore-not-found", "-o", "name")
+		return strings.TrimSpace(out) == "", "left: " + out
+	})
+}
+
+func grepLines(text, substr string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
