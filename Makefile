@@ -17,6 +17,15 @@ export CLUSTER_BIN CLUSTER_DIR
 
 HELM ?= $(BIN)/helm
 KUSTOMIZE ?= $(BIN)/kustomize
+OPERATOR_SDK ?= $(BIN)/operator-sdk
+OPM ?= $(BIN)/opm
+
+# OLM bundle and catalog.
+BUNDLE_IMG ?= $(IMAGE_REPO)-bundle:v$(VERSION)
+CATALOG_IMG ?= $(IMAGE_REPO)-catalog:v$(VERSION)
+CHANNELS ?= alpha
+DEFAULT_CHANNEL ?= alpha
+BUNDLE_METADATA_OPTS ?= --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
 KUBECTL ?= kubectl
 OPERATOR := $(BIN)/myproxy-operator
 
@@ -26,6 +35,10 @@ GOTEST_FLAGS ?=
 .DEFAULT_GOAL := help
 
 ##@ General
+
+.PHONY: print-%
+print-%: ## Print a variable, e.g. make -s print-VERSION.
+	@echo $($*)
 
 .PHONY: help
 help: ## Show this help.
@@ -52,8 +65,8 @@ lint: vet $(HELM) ## Run go vet and helm lint.
 	$(HELM) lint --strict helm-charts/myproxy
 
 .PHONY: test
-test: tools cluster-build ## Run every test: unit, chart, envtest integration, control plane and end to end.
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) \
+test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest integration, control plane and end to end.
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) \
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./...
 
 .PHONY: test-unit
@@ -90,7 +103,7 @@ uninstall: $(KUSTOMIZE) ## Remove the CRD (and with it every MyProxy) from the c
 
 .PHONY: deploy
 deploy: $(KUSTOMIZE) ## Deploy the operator into myproxy-operator-system (IMG=... sets the image).
-	$(call render-default) | $(KUBECTL) apply --server-side --force-conflicts -f -
+	$(call render,config/default) | $(KUBECTL) apply --server-side --force-conflicts -f -
 
 .PHONY: undeploy
 undeploy: $(KUSTOMIZE) ## Uninstall every MyProxy's release, then remove everything deploy created.
@@ -100,7 +113,27 @@ undeploy: $(KUSTOMIZE) ## Uninstall every MyProxy's release, then remove everyth
 	  $(KUBECTL) delete myproxies.gateway.example.com --all --all-namespaces --timeout=180s || { \
 	    echo "undeploy: MyProxies are still being uninstalled; is the operator running? Nothing else was removed." >&2; exit 1; }; \
 	fi
-	$(call render-default) | $(KUBECTL) delete --ignore-not-found -f -
+	$(call render,config/default) | $(KUBECTL) delete --ignore-not-found -f -
+
+##@ Publishing
+
+.PHONY: bundle
+bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
+	$(OPERATOR_SDK) generate kustomize manifests -q --interactive=false
+	$(MAKE) -s --no-print-directory render-manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
+	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+
+.PHONY: render-manifests
+render-manifests: $(KUSTOMIZE) ## Print config/manifests with IMG set (the input of generate bundle).
+	@$(call render,config/manifests)
+
+.PHONY: catalog
+catalog: $(OPM) ## Render a file-based catalog of the bundle into catalog/ and validate it with opm.
+	hack/catalog.sh "$(OPM)" "$(BUNDLE_IMG)" "$(DEFAULT_CHANNEL)" "$(VERSION)"
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image (needs a container engine).
+	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
 
 ##@ Local cluster
 
@@ -133,11 +166,24 @@ $(HELM) $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && go build -o $(BIN)/ helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5
 	@touch $(HELM) $(KUSTOMIZE)
 
-# render-default: config/default with the manager image set to $(IMG), through a throwaway
+.PHONY: olm-tools
+olm-tools: $(OPERATOR_SDK) $(OPM) ## Build operator-sdk and opm from hack/tools/operator-sdk/go.mod into bin/.
+
+# operator-sdk needs the containers_image_openpgp tag (no cgo gpgme), and its version stamped:
+# the bundle records which operator-sdk built it.
+OPERATOR_SDK_VERSION := $(shell awk '$$1 == "github.com/operator-framework/operator-sdk" {print $$2}' hack/tools/operator-sdk/go.mod)
+SDK_VERSION_PKG := github.com/operator-framework/operator-sdk/internal/version
+$(OPERATOR_SDK) $(OPM): hack/tools/operator-sdk/go.mod hack/tools/operator-sdk/go.sum
+	cd hack/tools/operator-sdk && go build -tags containers_image_openpgp -o $(BIN)/ \
+	  -ldflags "-X $(SDK_VERSION_PKG).Version=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).GitVersion=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).ImageVersion=$(OPERATOR_SDK_VERSION)" \
+	  github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-registry/cmd/opm
+	@touch $(OPERATOR_SDK) $(OPM)
+
+# render DIR: the kustomization DIR with the manager image set to $(IMG), through a throwaway
 # overlay so that no tracked file changes.
-define render-default
+define render
 mkdir -p $(BIN) && overlay=$$(mktemp -d $(BIN)/overlay.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
-  printf 'resources:\n- ../../config/default\n' > "$$overlay/kustomization.yaml" && \
+  printf 'resources:\n- ../../$(1)\n' > "$$overlay/kustomization.yaml" && \
   (cd "$$overlay" && $(KUSTOMIZE) edit set image $(IMAGE_REPO)=$(IMG)) && \
   $(KUSTOMIZE) build "$$overlay"
 endef

@@ -1,0 +1,84 @@
+package manifests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// The committed bundle passes operator-sdk's validators, the operatorframework suite included.
+func TestBundleValidates(t *testing.T) {
+	sdk := harness.Tool(t, "OPERATOR_SDK", "operator-sdk")
+	harness.Run(t, nil, sdk, "bundle", "validate", "./bundle", "--select-optional", "suite=operatorframework")
+}
+
+// The committed bundle is what `make bundle` generates from config/ today (createdAt aside).
+func TestBundleIsUpToDate(t *testing.T) {
+	out := t.TempDir()
+	env := []string{"OPERATOR_SDK=" + harness.Tool(t, "OPERATOR_SDK", "operator-sdk")}
+	// The same pipeline as `make bundle`, written to a temporary folder.
+	harness.Run(t, env, "bash", "-c", `set -e
+		make -s --no-print-directory render-manifests | "$OPERATOR_SDK" generate bundle -q --overwrite --version "$(make -s --no-print-directory print-VERSION)" \
+		  --channels=alpha --default-channel=alpha --output-dir `+out+` >/dev/null`)
+	createdAt := regexp.MustCompile(`(?m)^\s*createdAt: .*$`)
+	err := filepath.WalkDir(filepath.Join(harness.RepoRoot(), "bundle", "manifests"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		committed, _ := os.ReadFile(path)
+		fresh, readErr := os.ReadFile(filepath.Join(out, "manifests", d.Name()))
+		if readErr != nil {
+			t.Errorf("bundle/manifests/%s is no longer generated: run make bundle", d.Name())
+			return nil
+		}
+		if createdAt.ReplaceAllString(string(committed), "") != createdAt.ReplaceAllString(string(fresh), "") {
+			t.Errorf("bundle/manifests/%s is out of date with config/: run make bundle and commit it", d.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated, _ := os.ReadDir(filepath.Join(out, "manifests"))
+	committed, _ := os.ReadDir(filepath.Join(harness.RepoRoot(), "bundle", "manifests"))
+	if len(generated) != len(committed) {
+		t.Errorf("make bundle generates %d manifests, bundle/ has %d: run make bundle", len(generated), len(committed))
+	}
+}
+
+// The CSV carries what OperatorHub shows and what OLM needs to install the operator right.
+func TestCSVIsComplete(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "bundle", "manifests", "myproxy-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := string(raw)
+	for _, want := range []string{
+		"displayName: MyProxy Operator", "description: |", "base64data:", "keywords:", "maintainers:", "links:",
+		"capabilities: Seamless Upgrades", `"kind": "MyProxy"`, "specDescriptors:", "statusDescriptors:",
+		"type: AllNamespaces", "clusterPermissions:", "minKubeVersion:",
+	} {
+		if !strings.Contains(csv, want) {
+			t.Errorf("the CSV lacks %q", want)
+		}
+	}
+	// Install modes match what the operator supports: WATCH_NAMESPACE takes one, several or all.
+	for _, mode := range []string{"OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"} {
+		if !regexp.MustCompile(`supported: true\s+type: ` + mode).MatchString(csv) {
+			t.Errorf("install mode %s is not supported in the CSV", mode)
+		}
+	}
+}
+
+// make catalog renders a file-based catalog from the bundle that opm validates.
+func TestCatalogValidates(t *testing.T) {
+	env := []string{"OPM=" + harness.Tool(t, "OPM", "opm")}
+	out := harness.Run(t, env, "bash", "-c", `hack/catalog.sh "$OPM" example.com/myproxy-operator-bundle:v0.1.0 alpha "$(make -s --no-print-directory print-VERSION)"`)
+	if !strings.Contains(out, "is valid") {
+		t.Errorf("catalog: %s", out)
+	}
+}
