@@ -127,6 +127,14 @@ bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundl
 render-manifests: $(KUSTOMIZE) ## Print config/manifests with IMG set (the input of generate bundle).
 	@$(call render,config/manifests)
 
+.PHONY: operator-chart
+operator-chart: $(KUSTOMIZE) ## Generate dist/chart, a Helm chart of the operator, from config/default.
+	$(MAKE) -s --no-print-directory render-default | go run ./hack/operatorchart --out dist/chart --version $(VERSION) --image $(IMAGE_REPO)
+
+.PHONY: render-default
+render-default: $(KUSTOMIZE) ## Print config/default with IMG set (what deploy applies).
+	@$(call render,config/default)
+
 .PHONY: catalog
 catalog: $(OPM) ## Render a file-based catalog of the bundle into catalog/ and validate it with opm.
 	hack/catalog.sh "$(OPM)" "$(BUNDLE_IMG)" "$(DEFAULT_CHANNEL)" "$(VERSION)"

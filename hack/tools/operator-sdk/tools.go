@@ -7,7 +7,7 @@
 package tools
 
 import (
+	_ "github.com/operator-framework/operator-registry/cmd/opm"
 	_ "github.com/operator-framework/operator-sdk/cmd/helm-operator"
 	_ "github.com/operator-framework/operator-sdk/cmd/operator-sdk"
-	_ "github.com/operator-framework/operator-registry/cmd/opm"
 )
