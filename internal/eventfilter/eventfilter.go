@@ -43,21 +43,28 @@ func IgnoreLabelled(key, value string) Filter {
 }
 
 // NewCache returns a cache constructor whose informers of the given kinds deliver only the
-// events their kind's Filter accepts.
-func NewCache(filters map[schema.GroupVersionKind]Filter) cache.NewCacheFunc {
+// events their kind's Filter accepts; informers of every other kind use the filter that
+// fallback returns (it may read the cache itself), or deliver everything when fallback is nil.
+func NewCache(filters map[schema.GroupVersionKind]Filter, fallback func(client.Reader) Filter) cache.NewCacheFunc {
 	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 		c, err := cache.New(cfg, opts)
 		if err != nil {
 			return nil, err
 		}
-		return &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters}, nil
+		fc := &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters}
+		if fallback != nil {
+			f := fallback(c)
+			fc.fallback = &f
+		}
+		return fc, nil
 	}
 }
 
 type filteringCache struct {
 	cache.Cache
-	scheme  *runtime.Scheme
-	filters map[schema.GroupVersionKind]Filter
+	scheme   *runtime.Scheme
+	filters  map[schema.GroupVersionKind]Filter
+	fallback *Filter
 }
 
 func (c *filteringCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
@@ -83,6 +90,9 @@ func (c *filteringCache) GetInformerForKind(ctx context.Context, gvk schema.Grou
 func (c *filteringCache) wrap(gvk schema.GroupVersionKind, i cache.Informer) cache.Informer {
 	if f, ok := c.filters[gvk]; ok {
 		return &filteringInformer{Informer: i, filter: f}
+	}
+	if c.fallback != nil {
+		return &filteringInformer{Informer: i, filter: *c.fallback}
 	}
 	return i
 }

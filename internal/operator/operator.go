@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -51,7 +52,7 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 		LeaderElectionReleaseOnCancel: true, // hand over at once on SIGTERM
 		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
 		Cache:                         cache.Options{DefaultNamespaces: namespaces},
-		NewCache:                      eventfilter.NewCache(eventFilters(ws)),
+		NewCache:                      eventfilter.NewCache(eventFilters(ws), releaseObjectFilter(ws)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -86,4 +87,16 @@ func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Fi
 		filters[w.GroupVersionKind] = eventfilter.Filter{Update: status.ChangedBeyondOwnFields}
 	}
 	return filters
+}
+
+// releaseObjectFilter applies to the kinds a release renders (every kind without a filter of
+// its own): their deletes reach the reconciler only when they are drift of a deployed release.
+func releaseObjectFilter(ws []watches.Watch) func(client.Reader) eventfilter.Filter {
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, w := range ws {
+		kinds[w.GroupVersionKind] = true
+	}
+	return func(reader client.Reader) eventfilter.Filter {
+		return eventfilter.Filter{Delete: status.DeletedFromDeployedRelease(reader, kinds)}
+	}
 }

@@ -1,10 +1,16 @@
 package status
 
 import (
+	"context"
 	"reflect"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ownFields are the status fields this package writes.
@@ -49,4 +55,40 @@ func withoutOwnFields(u *unstructured.Unstructured) map[string]any {
 		st["conditions"] = kept
 	}
 	return obj
+}
+
+// DeletedFromDeployedRelease reports whether a delete event is of an object whose controlling
+// custom resource (of one of the kinds) has a deployed release. Only those deletes are drift
+// to correct. A failing install creates some objects and removes them again on rollback; if
+// those deletes reached the Helm reconciler's watches on the release's kinds, each failed
+// attempt would start the next one at once, and the retries would never back off.
+// Objects not controlled by one of the kinds pass.
+func DeletedFromDeployedRelease(reader client.Reader, kinds map[schema.GroupVersionKind]bool) func(obj any) bool {
+	return func(obj any) bool {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		o, ok := obj.(metav1.Object)
+		if !ok {
+			return true
+		}
+		ref := metav1.GetControllerOf(o)
+		if ref == nil {
+			return true
+		}
+		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+		if !kinds[gvk] {
+			return true
+		}
+		owner := &unstructured.Unstructured{}
+		owner.SetGroupVersionKind(gvk)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, owner); err != nil {
+			// Gone (or unreadable): a reconcile would find nothing to restore.
+			return false
+		}
+		st, _, _ := unstructured.NestedMap(owner.Object, "status")
+		return deployed(st)
+	}
 }
