@@ -87,19 +87,6 @@ func loadSchema(t *testing.T) *schemaNode {
 	return &s
 }
 
-func loadValues(t *testing.T) map[string]any {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v map[string]any
-	if err := yaml.Unmarshal(raw, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // values.yaml and values.schema.json describe the same values: every value has a schema with a
 // description (kubectl explain shows it), and a default in the schema equals values.yaml's.
 func TestSchemaDescribesEveryValue(t *testing.T) {
@@ -132,7 +119,7 @@ func TestSchemaDescribesEveryValue(t *testing.T) {
 			}
 		}
 	}
-	check("", loadValues(t), loadSchema(t))
+	check("", harness.ChartValues(t), loadSchema(t))
 }
 
 // The chart validates values against its schema, so a bad value fails before any object exists.

@@ -56,16 +56,6 @@ type proxy struct {
 	log                 *bytes.Buffer
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startNginx checks the configuration with `nginx -t` and runs it. Only what ties the
 // configuration to the Pod is moved: the listen ports (to free loopback ports) and the
 // paths of the TLS files and temporary files (into a test folder).
@@ -82,7 +72,7 @@ func startNginx(t *testing.T, conf string, cert *tlsFiles) *proxy {
 	if err := os.Chmod(dir, 0o777); err != nil { // nginx workers may run as another user
 		t.Fatal(err)
 	}
-	p := &proxy{httpAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), httpsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), log: &bytes.Buffer{}}
+	p := &proxy{httpAddr: harness.FreeAddr(t), httpsAddr: harness.FreeAddr(t), log: &bytes.Buffer{}}
 	replacer := strings.NewReplacer(
 		"listen 8080;", "listen "+p.httpAddr+";",
 		"listen 8443 ssl;", "listen "+p.httpsAddr+" ssl;",

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // RepoRoot is the repository's top folder.
@@ -231,4 +234,29 @@ func WriteTemp(t testing.TB, pattern string, content []byte) string {
 func (o *Operator) Kill() {
 	_ = o.cmd.Process.Kill()
 	<-o.done
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// ChartValues reads helm-charts/myproxy/values.yaml: tests expect what the chart says.
+func ChartValues(t testing.TB) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "helm-charts", "myproxy", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	return values
 }

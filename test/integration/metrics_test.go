@@ -49,7 +49,7 @@ func TestSecureMetrics(t *testing.T) {
 		return strings.TrimSpace(out)
 	}
 
-	addr := freeAddr(t)
+	addr := harness.FreeAddr(t)
 	startOperatorWith(t, "--metrics-bind-address="+addr, "--metrics-secure")
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -23,20 +20,7 @@ const (
 	finalizer = "uninstall-helm-release"
 )
 
-// chartDefaults reads the chart's values.yaml: expectations follow the chart, not a copy of it.
-func chartDefaults(t *testing.T) map[string]any {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy", "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var values map[string]any
-	if err := yaml.Unmarshal(raw, &values); err != nil {
-		t.Fatal(err)
-	}
-	return values
-}
-
+// startOperator starts the operator with a watches file for w and extra environment.
 func startOperator(t *testing.T, w harness.Watch, env ...string) *harness.Operator {
 	return harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, w)}, env...)
 }
@@ -82,7 +66,7 @@ func TestInstallUpgradeDriftUninstall(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
 	ns := harness.Namespace(t, c, nil)
-	defaults := chartDefaults(t)
+	defaults := harness.ChartValues(t)
 
 	// Install on create.
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -11,19 +10,9 @@ import (
 	"github.com/example/myproxy-operator/test/harness"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // The probes answer while the operator runs, and SIGTERM ends it cleanly (exit status 0).
 func TestProbesAndGracefulShutdown(t *testing.T) {
-	probes := freeAddr(t)
+	probes := harness.FreeAddr(t)
 	op := startOperatorWith(t, "--health-probe-bind-address="+probes)
 	for _, path := range []string{"/healthz", "/readyz"} {
 		harness.Eventually(t, 30*time.Second, "probe "+path, func(ctx context.Context) (bool, string) {
