@@ -100,6 +100,16 @@ func TestInstallUpgradeDriftUninstall(t *testing.T) {
 		return d.Spec.Template.Spec.Containers[0].Image == image
 	})
 
+	// A change of the proxy configuration rolls the Pods: the pod template's config checksum changes.
+	checksum := dep.Spec.Template.Annotations["checksum/config"]
+	if checksum == "" {
+		t.Fatal("the pod template carries no checksum/config annotation")
+	}
+	patchSpec(t, c, ns, "edge", `{"routes":[{"path":"/api/","upstream":"http://api.example.svc:8080"}]}`)
+	dep = waitDeployment(t, c, ns, "edge", "rolled for the new configuration", func(d *appsv1.Deployment) bool {
+		return d.Spec.Template.Annotations["checksum/config"] != checksum
+	})
+
 	// Drift: a deleted Deployment or Service comes back; a hand-edited replica count is reverted.
 	// Settle first, so that only a watch on the release's objects can explain a recreation.
 	harness.WaitForSettled(t, c, ns, "edge", 2*time.Second, timeout)
