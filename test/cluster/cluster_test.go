@@ -43,7 +43,7 @@ func TestClusterUpDeploymentDown(t *testing.T) {
 		t.Skip("starts a control plane")
 	}
 	dir := t.TempDir()
-	env := []string{"CLUSTER_DIR=" + dir, "CLUSTER_PORT_BASE=21400"}
+	env := []string{"CLUSTER_DIR=" + dir, "CLUSTER_PORT_BASE=21400", "CLUSTER_AUDIT=1"}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	kubectl := func(args ...string) string {
 		return harness.Run(t, nil, "kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
@@ -75,6 +75,16 @@ func TestClusterUpDeploymentDown(t *testing.T) {
 	phases := kubectl("get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.phase}")
 	if phases != "Running Running" {
 		t.Errorf("pod phases = %q, want two Running", phases)
+	}
+
+	// CLUSTER_AUDIT=1 records every request with its user and verb (what benchmarks count).
+	audit, err := os.ReadFile(filepath.Join(dir, "logs", "audit.log"))
+	if err != nil {
+		t.Fatalf("no audit log with CLUSTER_AUDIT=1: %v", err)
+	}
+	if !strings.Contains(string(audit), `"verb":"create"`) || !strings.Contains(string(audit), `"resource":"deployments"`) ||
+		!strings.Contains(string(audit), `"username":"local-admin"`) {
+		t.Error("the audit log does not record the deployment's creation by local-admin")
 	}
 
 	harness.Run(t, env, "make", "cluster-down")
