@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+func releaseKey(name string, version int) string {
+	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
+}
+
+// A process killed mid-action leaves its release pending-install or pending-upgrade; Helm then
+// refuses every action on it. These are forged here exactly as Helm's storage holds them, and
+// the restarted operator must bring both MyProxies back to Deployed with no manual step.
+func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	ns := harness.Namespace(t, c, nil)
+	secrets := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns))
+
+	op := startOperator(t, harness.Watch{})
+	if err := c.Create(ctx, harness.MyProxy(ns, "upgrading", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForCondition(t, c, ns, "upgrading", "Deployed", "True", timeout)
+	op.Stop(t)
+
+	// Killed while upgrading: revision 2 is pending-upgrade.
+	deployed, err := secrets.Get(releaseKey("upgrading", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	upgrading := *deployed
+	info := *deployed.Info
+	upgrading.Info, upgrading.Version = &info, 2
+	upgrading.Info.Status = release.StatusPendingUpgrade
+	if err := secrets.Create(releaseKey("upgrading", 2), &upgrading); err != nil {
+		t.Fatal(err)
+	}
+	// Killed while installing: revision 1 is pending-install, its manifest what Helm rendered.
+	manifest := harness.Run(t, nil, harness.Tool(t, "HELM", "helm"), "template", "installing",
+		filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), "--namespace", ns)
+	installing := release.Release{Name: "installing", Namespace: ns, Version: 1, Chart: deployed.Chart,
+		Config: map[string]any{}, Manifest: manifest,
+		Info: &release.Info{Status: release.StatusPendingInstall, FirstDeployed: info.FirstDeployed, LastDeployed: info.LastDeployed}}
+	if err := secrets.Create(releaseKey("installing", 1), &installing); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, harness.MyProxy(ns, "installing", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, harness.Watch{})
+	for _, name := range []string{"upgrading", "installing"} {
+		harness.Eventually(t, timeout, "release "+name+" deployed again", func(context.Context) (bool, string) {
+			history, err := secrets.Query(map[string]string{"name": name, "owner": "helm"})
+			if err != nil {
+				return false, err.Error()
+			}
+			latest := history[0]
+			for _, r := range history {
+				if r.Info.Status.IsPending() {
+					return false, fmt.Sprintf("revision %d is still %s", r.Version, r.Info.Status)
+				}
+				if r.Version > latest.Version {
+					latest = r
+				}
+			}
+			return latest.Info.Status == release.StatusDeployed,
+				fmt.Sprintf("latest revision %d is %s", latest.Version, latest.Info.Status)
+		})
+		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
+		harness.WaitForCondition(t, c, ns, name, "Irreconcilable", "False", timeout)
+		harness.WaitForEvent(t, c, ns, name, "ReleaseUnlocked", timeout)
+	}
+	waitDeploymentExists(t, ns, "installing")
+}
+
+func waitDeploymentExists(t *testing.T, ns, name string) {
+	t.Helper()
+	c := harness.NewClient(t, cfg)
+	waitDeployment(t, c, ns, name, "created by the recovered release", func(*appsv1.Deployment) bool { return true })
+}
