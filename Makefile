@@ -69,6 +69,11 @@ test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest inte
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) \
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./...
 
+.PHONY: chaos
+chaos: cluster-build ## The long fault test: CHAOS_CYCLES (default 50) kill -9/restart cycles during changes.
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} \
+	  go test -count=1 -timeout 30m -run TestKillDuringChanges -v ./test/integration/
+
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/...
