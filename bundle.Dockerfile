@@ -16,6 +16,6 @@ LABEL operators.operatorframework.io.test.mediatype.v1=scorecard+v1
 LABEL operators.operatorframework.io.test.config.v1=tests/scorecard/
 
 # Copy files to locations specified by labels.
-COPY /tmp/TestBundleIsUpToDate140032620/001/manifests /manifests/
-COPY /tmp/TestBundleIsUpToDate140032620/001/metadata /metadata/
-COPY /tmp/TestBundleIsUpToDate140032620/001/tests/scorecard /tests/scorecard/
+COPY bundle/manifests /manifests/
+COPY bundle/metadata /metadata/
+COPY bundle/tests/scorecard /tests/scorecard/

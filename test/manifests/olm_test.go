@@ -18,12 +18,21 @@ func TestBundleValidates(t *testing.T) {
 
 // The committed bundle is what `make bundle` generates from config/ today (createdAt aside).
 func TestBundleIsUpToDate(t *testing.T) {
-	out := t.TempDir()
-	env := []string{"OPERATOR_SDK=" + harness.Tool(t, "OPERATOR_SDK", "operator-sdk")}
-	// The same pipeline as `make bundle`, written to a temporary folder.
+	work := t.TempDir()
+	out := filepath.Join(work, "bundle")
+	env := []string{"OPERATOR_SDK=" + harness.Tool(t, "OPERATOR_SDK", "operator-sdk"), "WORK=" + work, "REPO=" + harness.RepoRoot()}
+	// The same pipeline as `make bundle`, run in a temporary folder: generate bundle writes
+	// bundle.Dockerfile into its working directory whatever --output-dir says.
 	harness.Run(t, env, "bash", "-c", `set -e
-		make -s --no-print-directory render-manifests | "$OPERATOR_SDK" generate bundle -q --overwrite --version "$(make -s --no-print-directory print-VERSION)" \
-		  --channels=alpha --default-channel=alpha --output-dir `+out+` >/dev/null`)
+		version=$(make -C "$REPO" -s --no-print-directory print-VERSION)
+		cp "$REPO/PROJECT" "$WORK/"
+		make -C "$REPO" -s --no-print-directory render-manifests | (cd "$WORK" && "$OPERATOR_SDK" generate bundle -q --overwrite \
+		  --version "$version" --channels=alpha --default-channel=alpha --output-dir bundle >/dev/null)`)
+	if dockerfile, err := os.ReadFile(filepath.Join(work, "bundle.Dockerfile")); err != nil {
+		t.Error(err)
+	} else if committed, _ := os.ReadFile(filepath.Join(harness.RepoRoot(), "bundle.Dockerfile")); string(committed) != string(dockerfile) {
+		t.Error("bundle.Dockerfile is out of date: run make bundle and commit it")
+	}
 	createdAt := regexp.MustCompile(`(?m)^\s*createdAt: .*$`)
 	err := filepath.WalkDir(filepath.Join(harness.RepoRoot(), "bundle", "manifests"), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
