@@ -76,6 +76,10 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 	}
 	recorder := mgr.GetEventRecorderFor(name)
 	observed := status.NewObserved()
+	var selector metav1.LabelSelector // empty: every resource of the kind
+	if w.Selector != nil {
+		selector = *w.Selector
+	}
 
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -92,9 +96,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 		reconciler.WithPostHook(observed.PostHook()),
 		reconciler.WithValueTranslator(values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}),
 		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(mgr.GetCache(), w.GroupVersionKind)),
-	}
-	if w.Selector != nil {
-		opts = append(opts, reconciler.WithSelector(*w.Selector))
+		reconciler.WithSelector(selector),
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {
@@ -102,10 +104,6 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
-	}
-	var selector metav1.LabelSelector
-	if w.Selector != nil {
-		selector = *w.Selector
 	}
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: w.GroupVersionKind, Observed: observed}
 	return statusReconciler.SetupWithManager(mgr, selector)
