@@ -73,6 +73,20 @@ func TestLeaderElectionHandover(t *testing.T) {
 			t.Errorf("release %s installed %d times", name, n)
 		}
 	}
+
+	// SIGTERM releases the Lease: a waiting replica takes over at once, not after the lease.
+	standby := startOperatorWith(t, args...)
+	time.Sleep(time.Second) // let it start waiting for the Lease
+	stopped := time.Now()
+	ops[1-first].Stop(t)
+	harness.Eventually(t, lease, "the standby takes over after SIGTERM", func(context.Context) (bool, string) {
+		return acquired(standby), "still waiting for the Lease"
+	})
+	t.Logf("handover %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
+	// Without the release the standby waits at least lease - retry period (3.5 s) after the last renewal.
+	if took := time.Since(stopped); took > lease*3/4 {
+		t.Errorf("handover after SIGTERM took %s: the Lease was not released", took)
+	}
 }
 
 func acquired(op *harness.Operator) bool {
