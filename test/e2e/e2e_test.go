@@ -26,8 +26,7 @@ func installCRD(t *testing.T) {
 	t.Helper()
 	kustomize := harness.Tool(t, "KUSTOMIZE", "kustomize")
 	crd := harness.Run(t, nil, kustomize, "build", filepath.Join(harness.RepoRoot(), "config", "crd"))
-	path := filepath.Join(t.TempDir(), "crd.yaml")
-	writeFile(t, path, crd)
+	path := harness.WriteTemp(t, "crd-*.yaml", []byte(crd))
 	kubectl(t, "apply", "--server-side", "--force-conflicts", "-f", path)
 	kubectl(t, "wait", "--for=condition=Established", "crd/myproxies.gateway.example.com", "--timeout=30s")
 }
@@ -113,11 +112,4 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(raw)
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
