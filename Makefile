@@ -19,6 +19,7 @@ HELM ?= $(BIN)/helm
 KUSTOMIZE ?= $(BIN)/kustomize
 OPERATOR_SDK ?= $(BIN)/operator-sdk
 OPM ?= $(BIN)/opm
+HELM_OPERATOR ?= $(BIN)/helm-operator
 
 # OLM bundle and catalog.
 BUNDLE_IMG ?= $(IMAGE_REPO)-bundle:v$(VERSION)
@@ -73,6 +74,10 @@ test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest inte
 chaos: cluster-build ## The long fault test: CHAOS_CYCLES (default 50) kill -9/restart cycles during changes.
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} \
 	  go test -count=1 -timeout 30m -run TestKillDuringChanges -v ./test/integration/
+
+.PHONY: bench
+bench: build $(HELM_OPERATOR) cluster-build ## Benchmark against the stock helm-operator and a client-go limit (N=1000 IDLE=5m; results in bin/bench).
+	go run ./bench
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
@@ -186,11 +191,13 @@ olm-tools: $(OPERATOR_SDK) $(OPM) ## Build operator-sdk and opm from hack/tools/
 # the bundle records which operator-sdk built it.
 OPERATOR_SDK_VERSION := $(shell awk '$$1 == "github.com/operator-framework/operator-sdk" {print $$2}' hack/tools/operator-sdk/go.mod)
 SDK_VERSION_PKG := github.com/operator-framework/operator-sdk/internal/version
-$(OPERATOR_SDK) $(OPM): hack/tools/operator-sdk/go.mod hack/tools/operator-sdk/go.sum
+# The stock helm-operator is built from the same pins: the benchmark runs it side by side.
+$(OPERATOR_SDK) $(OPM) $(HELM_OPERATOR): hack/tools/operator-sdk/go.mod hack/tools/operator-sdk/go.sum
 	cd hack/tools/operator-sdk && go build -tags containers_image_openpgp -o $(BIN)/ \
 	  -ldflags "-X $(SDK_VERSION_PKG).Version=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).GitVersion=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).ImageVersion=$(OPERATOR_SDK_VERSION)" \
-	  github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-registry/cmd/opm
-	@touch $(OPERATOR_SDK) $(OPM)
+	  github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-registry/cmd/opm \
+	  github.com/operator-framework/operator-sdk/cmd/helm-operator
+	@touch $(OPERATOR_SDK) $(OPM) $(HELM_OPERATOR)
 
 # render DIR: the kustomization DIR with the manager image set to $(IMG), through a throwaway
 # overlay so that no tracked file changes.

@@ -184,15 +184,19 @@ up() {
     "${audit_flags[@]}"
   wait_until kube-apiserver 120 sh -c "[ \"\$(kubectl --kubeconfig '$kubeconfig' get --raw /readyz 2>/dev/null)\" = ok ]"
 
+  # Client-side limits are raised from the defaults (20 and 50 requests per second): with
+  # them, the ReplicaSets and Pods of a thousand new Deployments took many minutes to appear.
   start kube-controller-manager --kubeconfig="$kubeconfig" \
     --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
     --bind-address=127.0.0.1 --secure-port="$kcm_port" --leader-elect=false \
     --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
     --use-service-account-credentials=true \
+    --kube-api-qps=500 --kube-api-burst=1000 \
     --controllers='*,-node-ipam-controller,-node-lifecycle-controller,-service-lb-controller,-cloud-node-lifecycle-controller'
   start kube-scheduler --kubeconfig="$kubeconfig" \
     --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port="$sched_port" --leader-elect=false
+    --bind-address=127.0.0.1 --secure-port="$sched_port" --leader-elect=false \
+    --kube-api-qps=500 --kube-api-burst=1000
   start kwok --kubeconfig="$kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --cidr=10.0.0.1/16 --node-ip=10.0.0.1 --server-address="127.0.0.1:$kwok_port"

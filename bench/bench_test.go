@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCountRequestsByUserWindowAndAuditID(t *testing.T) {
+	log := strings.Join([]string{
+		// a watch appears twice (started, complete): one request
+		`{"auditID":"a","stage":"ResponseStarted","verb":"watch","user":{"username":"op"},"requestReceivedTimestamp":"2026-01-01T00:00:01Z","objectRef":{"resource":"secrets"}}`,
+		`{"auditID":"a","stage":"ResponseComplete","verb":"watch","user":{"username":"op"},"requestReceivedTimestamp":"2026-01-01T00:00:01Z","objectRef":{"resource":"secrets"}}`,
+		`{"auditID":"b","stage":"ResponseComplete","verb":"get","user":{"username":"op"},"requestReceivedTimestamp":"2026-01-01T00:00:02Z","objectRef":{"resource":"myproxies","subresource":"status"}}`,
+		`{"auditID":"c","stage":"ResponseComplete","verb":"get","user":{"username":"someone-else"},"requestReceivedTimestamp":"2026-01-01T00:00:02Z"}`,
+		`{"auditID":"d","stage":"ResponseComplete","verb":"get","user":{"username":"op"},"requestReceivedTimestamp":"2026-01-01T00:00:09Z"}`,
+		`{"auditID":"e","stage":"Respo`, // cut by rotation
+	}, "\n")
+	from, to := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC)
+	got, err := countRequestsIn(strings.NewReader(log), "op", from, to, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["watch"] != 1 || got["get"] != 1 || got.total() != 2 {
+		t.Errorf("by verb = %v, want watch 1, get 1", got)
+	}
+	detail, _ := countRequestsIn(strings.NewReader(log), "op", from, to, true)
+	if detail["get myproxies/status"] != 1 || detail["watch secrets"] != 1 {
+		t.Errorf("by verb and resource = %v", detail)
+	}
+}
+
+func TestCPUSecondsFromStat(t *testing.T) {
+	// The command name may hold spaces and parentheses; utime and stime are fields 14 and 15.
+	stat := []byte("4242 (my (odd) op) S 1 2 3 4 5 6 7 8 9 10 250 150 0 0 20 0 1 0")
+	got, err := cpuSeconds(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 4 {
+		t.Errorf("cpuSeconds = %v, want 4 (400 ticks)", got)
+	}
+	if _, err := cpuSeconds([]byte("garbage")); err == nil {
+		t.Error("malformed stat accepted")
+	}
+}
+
+func TestPercentileAndTargets(t *testing.T) {
+	v := []float64{0.5, 0.1, 0.9, 0.3}
+	if p := percentile(v, 50); p != 0.3 {
+		t.Errorf("p50 = %v, want 0.3", p)
+	}
+	if p := percentile(v, 99); p != 0.9 {
+		t.Errorf("p99 = %v, want 0.9", p)
+	}
+	r := &report{Fleet: []fleetResult{
+		{Subject: subjectLimit, DeployedSeconds: 10},
+		{Subject: subjectOurs, DeployedSeconds: 25, CPUSeconds: 10, PeakRSSMiB: 50, LatencyP99: 0.5, DriftSeconds: 1},
+		{Subject: subjectStock, DeployedSeconds: 200, CPUSeconds: 100, PeakRSSMiB: 80},
+	}}
+	r.evaluate()
+	met := map[string]bool{}
+	for _, tr := range r.Targets {
+		met[tr.Goal] = tr.Met
+	}
+	if !met["time to all Deployed / client-go limit"] || !met["time to all Deployed / stock"] || !met["CPU seconds to converge / stock"] {
+		t.Errorf("targets within limits reported unmet: %+v", r.Targets)
+	}
+	if met["peak RSS / stock"] {
+		t.Errorf("peak RSS 50/80 = 0.625 reported as meeting 0.5")
+	}
+}

@@ -1,0 +1,167 @@
+// Command bench measures this operator side by side with the stock operator-sdk helm-operator
+// (same chart, same watches.yaml) and with a client-go baseline that creates the same objects
+// with no operator at all: the physical limit of the machine. Each subject gets a fresh local
+// control plane (hack/cluster) with an audit log, which attributes every API request to the
+// subject's own user.
+//
+// Run it with `make bench`; settings come from the environment:
+//
+//	N=1000          MyProxies in the fleet
+//	IDLE=5m         idle window after convergence
+//	SAMPLES=20      one-more-MyProxy latency samples
+//	WORKERS=8       client workers that create and delete
+//	UNRELATED=5000  unrelated Secrets and (as many) ConfigMaps for the memory run, 0 to skip
+//	SUBJECTS=limit,myproxy-operator,helm-operator   which subjects to run
+//	BENCH_DIR=bin/bench   cluster state, operator logs, results.json and results.md
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	subjectLimit = "client-go limit"
+	subjectOurs  = "myproxy-operator"
+	subjectStock = "stock helm-operator"
+)
+
+type settings struct {
+	root, dir        string
+	n, samples       int
+	workers          int
+	unrelated        int
+	idle             time.Duration
+	subjects         []string
+	portBase         int
+	ourBin, stockBin string
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+func loadSettings() (settings, error) {
+	root, err := os.Getwd()
+	if err != nil {
+		return settings{}, err
+	}
+	s := settings{root: root, n: envInt("N", 1000), samples: envInt("SAMPLES", 20), workers: envInt("WORKERS", 8),
+		unrelated: envInt("UNRELATED", 5000), idle: 5 * time.Minute, portBase: envInt("BENCH_PORT_BASE", 23400),
+		dir: filepath.Join(root, "bin", "bench"), subjects: []string{"limit", "myproxy-operator", "helm-operator"},
+		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator")}
+	if v := os.Getenv("IDLE"); v != "" {
+		if s.idle, err = time.ParseDuration(v); err != nil {
+			return s, fmt.Errorf("IDLE: %w", err)
+		}
+	}
+	if v := os.Getenv("SUBJECTS"); v != "" {
+		s.subjects = strings.Split(v, ",")
+	}
+	if v := os.Getenv("BENCH_DIR"); v != "" {
+		s.dir, _ = filepath.Abs(v)
+	}
+	if _, err := os.Stat(filepath.Join(root, "watches.yaml")); err != nil {
+		return s, fmt.Errorf("run from the repository root: %w", err)
+	}
+	return s, os.MkdirAll(s.dir, 0o755)
+}
+
+func run() error {
+	s, err := loadSettings()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	c := &cluster{root: s.root, dir: filepath.Join(s.dir, "cluster"), portBase: s.portBase}
+	defer func() { _ = c.down() }()
+
+	rep := &report{Started: time.Now(), Machine: fmt.Sprintf("%d cores", runtime.NumCPU()),
+		Command: fmt.Sprintf("make bench N=%d IDLE=%s SAMPLES=%d UNRELATED=%d", s.n, s.idle, s.samples, s.unrelated)}
+	for _, name := range s.subjects {
+		var res fleetResult
+		switch name {
+		case "limit":
+			res, err = benchLimit(ctx, s, c)
+		case "myproxy-operator":
+			res, err = benchOperator(ctx, s, c, ours(s))
+		case "helm-operator":
+			res, err = benchOperator(ctx, s, c, stock(s))
+		default:
+			return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator)", name)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Fleet = append(rep.Fleet, res)
+		if err := rep.write(s.dir); err != nil {
+			return err
+		}
+	}
+	if s.unrelated > 0 {
+		for _, name := range s.subjects {
+			var op operator
+			switch name {
+			case "myproxy-operator":
+				op = ours(s)
+			case "helm-operator":
+				op = stock(s)
+			default:
+				continue
+			}
+			m, err := benchMemory(ctx, s, c, op)
+			if err != nil {
+				return fmt.Errorf("%s, memory: %w", name, err)
+			}
+			rep.Memory = append(rep.Memory, m)
+		}
+	}
+	rep.evaluate()
+	if err := rep.write(s.dir); err != nil {
+		return err
+	}
+	rep.markdown(os.Stdout)
+	fmt.Fprintf(os.Stderr, "bench: results in %s/results.{json,md}\n", s.dir)
+	return nil
+}
+
+func (r *report) write(dir string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "results.md"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r.markdown(f)
+	return nil
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	fleetNamespace = "fleet"
+	convergeLimit  = 30 * time.Minute
+)
+
+// operator is how to run one operator under measurement.
+type operator struct {
+	name, user, bin string
+	args            func(metricsAddr, healthAddr string) []string
+}
+
+func ours(s settings) operator {
+	return operator{name: subjectOurs, user: "bench-myproxy-operator", bin: s.ourBin,
+		args: func(m, h string) []string {
+			return []string{"--metrics-bind-address=" + m, "--health-probe-bind-address=" + h}
+		}}
+}
+
+func stock(s settings) operator {
+	return operator{name: subjectStock, user: "bench-helm-operator", bin: s.stockBin,
+		args: func(m, h string) []string {
+			return []string{"run", "--metrics-bind-address=" + m, "--health-probe-bind-address=" + h, "--leader-elect=false"}
+		}}
+}
+
+// env is a fresh cluster with the CRD installed, the fleet namespace, and admin clients.
+type env struct {
+	c   *cluster
+	dyn dynamic.Interface
+	cs  kubernetes.Interface
+	cfg *rest.Config
+}
+
+func freshEnv(s settings, c *cluster) (*env, error) {
+	if err := c.fresh(); err != nil {
+		return nil, err
+	}
+	if err := c.kubectl("apply", "--server-side", "-f", filepath.Join("config", "crd", "bases")); err != nil {
+		return nil, err
+	}
+	if err := c.kubectl("wait", "--for=condition=Established", "crd/myproxies.gateway.example.com"); err != nil {
+		return nil, err
+	}
+	cfg, err := c.adminConfig()
+	if err != nil {
+		return nil, err
+	}
+	e := &env{c: c, cfg: cfg}
+	if e.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if e.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace}}
+	if _, err := e.cs.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// start runs the operator as its own user and waits until it is ready.
+func (e *env) start(s settings, op operator, logName string) (*operatorProcess, error) {
+	kubeconfig, err := e.c.userKubeconfig(op.user)
+	if err != nil {
+		return nil, err
+	}
+	metrics, health := fmt.Sprintf("127.0.0.1:%d", s.portBase+90), fmt.Sprintf("127.0.0.1:%d", s.portBase+91)
+	p, err := startProcess(s.root, filepath.Join(s.dir, logName), []string{"KUBECONFIG=" + kubeconfig},
+		op.bin, op.args(metrics, health)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitHealthy(health, 60*time.Second); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func allDeployed(n int) func(fleet) bool  { return func(f fleet) bool { return f.Deployed >= n } }
+func allAvailable(n int) func(fleet) bool { return func(f fleet) bool { return f.Available >= n } }
+
+// benchOperator runs the whole sequence for one operator: converge N, idle, drift, one more
+// MyProxy at a time, delete all.
+func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fleetResult, error) {
+	res := fleetResult{Subject: op.name, N: s.n}
+	ctx, cancel := context.WithCancel(ctx) // the watches end with this subject's cluster
+	defer cancel()
+	progress("%s: starting a fresh cluster", op.name)
+	e, err := freshEnv(s, c)
+	if err != nil {
+		return res, err
+	}
+	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	if err != nil {
+		return res, err
+	}
+	p, err := e.start(s, op, op.user+".log")
+	if err != nil {
+		return res, err
+	}
+	defer p.stop()
+
+	progress("%s: applying %d MyProxies", op.name, s.n)
+	before, err := p.usage()
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	if err := parallel(ctx, s.workers, names("fleet", s.n), createProxy(e.dyn, fleetNamespace)); err != nil {
+		return res, err
+	}
+	deployedAt, err := t.waitFor(ctx, "all Deployed", convergeLimit, allDeployed(s.n))
+	if err != nil {
+		return res, err
+	}
+	atDeployed, err := p.usage()
+	if err != nil {
+		return res, err
+	}
+	res.DeployedSeconds = deployedAt.Sub(start).Seconds()
+	res.CPUSeconds = atDeployed.CPUSeconds - before.CPUSeconds
+	availableAt, err := t.waitFor(ctx, "all Available", convergeLimit, allAvailable(s.n))
+	if err != nil {
+		return res, err
+	}
+	res.AvailableSeconds = availableAt.Sub(start).Seconds()
+	if res.Requests, err = countRequests(c.auditLog(), op.user, start, deployedAt, false); err != nil {
+		return res, err
+	}
+	if res.RequestsByResource, err = countRequests(c.auditLog(), op.user, start, deployedAt, true); err != nil {
+		return res, err
+	}
+	res.RequestsPerCR = float64(res.Requests.total()) / float64(s.n)
+	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR",
+		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR)
+
+	if s.idle > 0 {
+		if err := idle(ctx, s, c, op, p, &res); err != nil {
+			return res, err
+		}
+	}
+	if res.DriftSeconds, err = drift(ctx, e, t); err != nil {
+		return res, err
+	}
+	progress("%s: a deleted Deployment was back in %.2fs", op.name, res.DriftSeconds)
+	if err := latency(ctx, s, e, t, &res); err != nil {
+		return res, err
+	}
+	if err := deleteAll(ctx, s, e, t, &res, deleteProxy(e.dyn, fleetNamespace)); err != nil {
+		return res, err
+	}
+	final, err := p.usage()
+	if err != nil {
+		return res, err
+	}
+	res.PeakRSSMiB = float64(final.PeakBytes) / (1 << 20)
+	return res, nil
+}
+
+func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, res *fleetResult) error {
+	// Let the last status writes and Deployment rollouts land before the window opens.
+	time.Sleep(10 * time.Second)
+	progress("%s: idle for %s", op.name, s.idle)
+	before, err := p.usage()
+	if err != nil {
+		return err
+	}
+	from := time.Now()
+	select {
+	case <-time.After(s.idle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	to := time.Now()
+	after, err := p.usage()
+	if err != nil {
+		return err
+	}
+	res.IdleMinutes = to.Sub(from).Minutes()
+	if res.IdleRequests, err = countRequests(c.auditLog(), op.user, from, to, true); err != nil {
+		return err
+	}
+	perCRMinute := float64(s.n) * res.IdleMinutes
+	res.IdleRequestsPerCRMinute = float64(res.IdleRequests.total()) / perCRMinute
+	res.IdleCPUSecondsPerCRMinute = (after.CPUSeconds - before.CPUSeconds) / perCRMinute
+	progress("%s: idle: %.3g requests and %.3g CPU-s per CR per minute", op.name,
+		res.IdleRequestsPerCRMinute, res.IdleCPUSecondsPerCRMinute)
+	return nil
+}
+
+// drift deletes the Deployment of the first MyProxy and times its return.
+func drift(ctx context.Context, e *env, t *tracker) (float64, error) {
+	deps, err := e.cs.AppsV1().Deployments(fleetNamespace).List(ctx, metav1.ListOptions{LabelSelector: instanceLabel + "=fleet-0000"})
+	if err != nil {
+		return 0, err
+	}
+	if len(deps.Items) != 1 {
+		return 0, fmt.Errorf("want one Deployment of fleet-0000, found %d", len(deps.Items))
+	}
+	d := deps.Items[0]
+	start := time.Now()
+	if err := e.cs.AppsV1().Deployments(fleetNamespace).Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil {
+		return 0, err
+	}
+	for time.Since(start) < 2*time.Minute {
+		if uid := t.deploymentUID(d.Name); uid != "" && uid != string(d.UID) {
+			return time.Since(start).Seconds(), nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("deployment %s not back within 2m", d.Name)
+}
+
+// latency applies one more MyProxy at a time and times each to Deployed.
+func latency(ctx context.Context, s settings, e *env, t *tracker, res *fleetResult) error {
+	create := createProxy(e.dyn, fleetNamespace)
+	for _, name := range names("extra", s.samples) {
+		start := time.Now()
+		if err := create(ctx, name); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			if at, ok := t.deployedSince(name); ok {
+				res.Latencies = append(res.Latencies, at.Sub(start).Seconds())
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s not Deployed within 5m", name)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	res.LatencyP50, res.LatencyP99 = percentile(res.Latencies, 50), percentile(res.Latencies, 99)
+	progress("%s: one more MyProxy to Deployed: p50 %.2fs, p99 %.2fs", res.Subject, res.LatencyP50, res.LatencyP99)
+	return nil
+}
+
+// deleteAll deletes every MyProxy and times until nothing of theirs is left.
+func deleteAll(ctx context.Context, s settings, e *env, t *tracker, res *fleetResult, del func(context.Context, string) error) error {
+	all := append(names("fleet", s.n), names("extra", s.samples)...)
+	progress("%s: deleting %d MyProxies", res.Subject, len(all))
+	start := time.Now()
+	if err := parallel(ctx, s.workers, all, del); err != nil {
+		return err
+	}
+	if _, err := t.waitFor(ctx, "all deleted", convergeLimit, func(f fleet) bool { return f.Proxies == 0 && f.Deployments == 0 }); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		n, err := leftovers(ctx, e.cs, fleetNamespace)
+		if err != nil {
+			return err
+		}
+		res.Leftovers = n
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	res.DeleteSeconds = time.Since(start).Seconds()
+	progress("%s: deleted in %.1fs, %d objects left", res.Subject, res.DeleteSeconds, res.Leftovers)
+	return nil
+}
+
+// benchLimit creates, with client-go and no operator, what an operator would: each MyProxy and
+// the objects the chart renders for it.
+func benchLimit(ctx context.Context, s settings, c *cluster) (fleetResult, error) {
+	res := fleetResult{Subject: subjectLimit, N: s.n}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	progress("%s: starting a fresh cluster", res.Subject)
+	e, err := freshEnv(s, c)
+	if err != nil {
+		return res, err
+	}
+	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	if err != nil {
+		return res, err
+	}
+	const user = "bench-client-go"
+	kubeconfig, err := c.userKubeconfig(user)
+	if err != nil {
+		return res, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return res, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // the limit is the apiserver's, not a client-side rate limiter's
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return res, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	chrt, err := loader.Load(filepath.Join(s.root, "helm-charts", "myproxy"))
+	if err != nil {
+		return res, err
+	}
+	r := renderer{chart: chrt}
+	if _, err := r.render(fleetNamespace, "warm-up"); err != nil {
+		return res, err
+	}
+
+	progress("%s: creating %d MyProxies and their objects", res.Subject, s.n)
+	start := time.Now()
+	if err := parallel(ctx, s.workers, names("fleet", s.n), createRendered(dyn, mapper, r, fleetNamespace)); err != nil {
+		return res, err
+	}
+	createdAt := time.Now()
+	res.DeployedSeconds = createdAt.Sub(start).Seconds()
+	availableAt, err := t.waitFor(ctx, "all Available", convergeLimit, allAvailable(s.n))
+	if err != nil {
+		return res, err
+	}
+	res.AvailableSeconds = availableAt.Sub(start).Seconds()
+	if res.Requests, err = countRequests(c.auditLog(), user, start, createdAt, false); err != nil {
+		return res, err
+	}
+	res.RequestsPerCR = float64(res.Requests.total()) / float64(s.n)
+	progress("%s: all created in %.1fs, all Available in %.1fs", res.Subject, res.DeployedSeconds, res.AvailableSeconds)
+
+	one := createRendered(dyn, mapper, r, fleetNamespace)
+	for _, name := range names("extra", s.samples) {
+		start := time.Now()
+		if err := one(ctx, name); err != nil {
+			return res, err
+		}
+		res.Latencies = append(res.Latencies, time.Since(start).Seconds())
+	}
+	res.LatencyP50, res.LatencyP99 = percentile(res.Latencies, 50), percentile(res.Latencies, 99)
+	return res, deleteAll(ctx, s, e, t, &res, deleteRendered(dyn, mapper, r, fleetNamespace))
+}
+
+// benchMemory measures an operator's resident memory with 10 MyProxies, then again after
+// filling other namespaces with unrelated Secrets and ConfigMaps of 10 KiB. Both runs start the
+// operator on the same, already deployed, MyProxies.
+func benchMemory(ctx context.Context, s settings, c *cluster, op operator) (memoryResult, error) {
+	const proxies, sizeKiB, settle = 10, 10, 20 * time.Second
+	m := memoryResult{Subject: op.name, Unrelated: s.unrelated, UnrelatedKiB: sizeKiB}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	progress("%s, memory: starting a fresh cluster", op.name)
+	e, err := freshEnv(s, c)
+	if err != nil {
+		return m, err
+	}
+	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	if err != nil {
+		return m, err
+	}
+	if err := parallel(ctx, s.workers, names("fleet", proxies), createProxy(e.dyn, fleetNamespace)); err != nil {
+		return m, err
+	}
+	p, err := e.start(s, op, op.user+"-memory-install.log")
+	if err != nil {
+		return m, err
+	}
+	_, err = t.waitFor(ctx, "all Deployed", 5*time.Minute, allDeployed(proxies))
+	p.stop()
+	if err != nil {
+		return m, err
+	}
+	peak := func(logName string) (float64, error) {
+		p, err := e.start(s, op, logName)
+		if err != nil {
+			return 0, err
+		}
+		defer p.stop()
+		time.Sleep(settle)
+		u, err := p.usage()
+		return float64(u.PeakBytes) / (1 << 20), err
+	}
+	if m.WithoutMiB, err = peak(op.user + "-memory-without.log"); err != nil {
+		return m, err
+	}
+	progress("%s, memory: creating %d unrelated Secrets and ConfigMaps", op.name, s.unrelated)
+	if err := unrelated(ctx, e.cs, s.unrelated, sizeKiB<<10, s.workers); err != nil {
+		return m, err
+	}
+	if m.WithMiB, err = peak(op.user + "-memory-with.log"); err != nil {
+		return m, err
+	}
+	m.ChangePercent = (m.WithMiB - m.WithoutMiB) / m.WithoutMiB * 100
+	progress("%s, memory: %.1f MiB without, %.1f MiB with unrelated objects (%+.1f%%)", op.name, m.WithoutMiB, m.WithMiB, m.ChangePercent)
+	return m, nil
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+var myProxyGVR = schema.GroupVersionResource{Group: "gateway.example.com", Version: "v1alpha1", Resource: "myproxies"}
+
+const instanceLabel = "app.kubernetes.io/instance"
+
+// tracker follows the MyProxies and Deployments of one namespace through watches (no polling,
+// so that measuring costs the apiserver next to nothing) and knows, at any moment, which
+// MyProxies are Deployed and which instances have an Available Deployment.
+type tracker struct {
+	mu        sync.Mutex
+	proxies   map[string]bool      // name -> Deployed=True
+	available map[string]bool      // instance -> Deployment available
+	deployUID map[string]string    // Deployment name -> UID
+	changed   chan struct{}        // closed and replaced on every change
+	seen      map[string]time.Time // name -> when first seen Deployed
+}
+
+func newTracker(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, namespace string) (*tracker, error) {
+	t := &tracker{proxies: map[string]bool{}, available: map[string]bool{}, deployUID: map[string]string{},
+		changed: make(chan struct{}), seen: map[string]time.Time{}}
+
+	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
+	if _, err := df.ForResource(myProxyGVR).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { t.setProxy(o) },
+		UpdateFunc: func(_, o any) { t.setProxy(o) },
+		DeleteFunc: func(o any) { t.deleteProxy(o) },
+	}); err != nil {
+		return nil, err
+	}
+	kf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
+	if _, err := kf.Apps().V1().Deployments().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { t.setDeployment(o) },
+		UpdateFunc: func(_, o any) { t.setDeployment(o) },
+		DeleteFunc: func(o any) { t.deleteDeployment(o) },
+	}); err != nil {
+		return nil, err
+	}
+	df.Start(ctx.Done())
+	kf.Start(ctx.Done())
+	for _, ok := range df.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("MyProxy watch did not sync")
+		}
+	}
+	for _, ok := range kf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("Deployment watch did not sync")
+		}
+	}
+	return t, nil
+}
+
+func (t *tracker) notify() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func (t *tracker) setProxy(o any) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	deployed := conditionTrue(u, "Deployed")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.proxies[u.GetName()] = deployed
+	if _, ok := t.seen[u.GetName()]; deployed && !ok {
+		t.seen[u.GetName()] = time.Now()
+	}
+	t.notify()
+}
+
+func (t *tracker) deleteProxy(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.proxies, u.GetName())
+	delete(t.seen, u.GetName())
+	t.notify()
+}
+
+func (t *tracker) setDeployment(o any) {
+	d, ok := o.(*appsv1.Deployment)
+	if !ok {
+		return
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	avail := d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas >= want
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.available[d.Labels[instanceLabel]] = avail
+	t.deployUID[d.Name] = string(d.UID)
+	t.notify()
+}
+
+func (t *tracker) deleteDeployment(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	d, ok := o.(*appsv1.Deployment)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.available, d.Labels[instanceLabel])
+	delete(t.deployUID, d.Name)
+	t.notify()
+}
+
+func conditionTrue(u *unstructured.Unstructured, condType string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == condType {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+// fleet is a snapshot of what the tracker knows.
+type fleet struct {
+	Proxies, Deployed, Deployments, Available int
+}
+
+func (t *tracker) snapshot() (fleet, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := fleet{Proxies: len(t.proxies), Deployments: len(t.available)}
+	for _, d := range t.proxies {
+		if d {
+			f.Deployed++
+		}
+	}
+	for _, a := range t.available {
+		if a {
+			f.Available++
+		}
+	}
+	return f, t.changed
+}
+
+func (t *tracker) deployedSince(name string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := t.seen[name]
+	return at, ok
+}
+
+func (t *tracker) deploymentUID(name string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deployUID[name]
+}
+
+// waitFor blocks until cond holds for the fleet, printing progress every few seconds, and
+// returns when it first held.
+func (t *tracker) waitFor(ctx context.Context, what string, timeout time.Duration, cond func(fleet) bool) (time.Time, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	start := time.Now()
+	for {
+		f, changed := t.snapshot()
+		if cond(f) {
+			return time.Now(), nil
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			fmt.Fprintf(os.Stderr, "  %-28s %4.0fs  proxies %d, deployed %d, deployments %d, available %d\n",
+				what, time.Since(start).Seconds(), f.Proxies, f.Deployed, f.Deployments, f.Available)
+		case <-deadline.C:
+			return time.Time{}, fmt.Errorf("%s: not reached within %s (proxies %d, deployed %d, deployments %d, available %d)",
+				what, timeout, f.Proxies, f.Deployed, f.Deployments, f.Available)
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// spec is the spec of every benchmark MyProxy: one replica and one route, the common case.
+func spec() map[string]any {
+	return map[string]any{
+		"replicas": int64(1),
+		"routes": []any{map[string]any{
+			"path": "/", "upstream": "http://backend.default.svc.cluster.local:8080",
+		}},
+	}
+}
+
+func myProxy(namespace, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec()}}
+	u.SetAPIVersion(myProxyGVR.Group + "/" + myProxyGVR.Version)
+	u.SetKind("MyProxy")
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	return u
+}
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%04d", prefix, i)
+	}
+	return out
+}
+
+// parallel runs f for every name on the given number of workers and returns the first error.
+func parallel(ctx context.Context, workers int, items []string, f func(context.Context, string) error) error {
+	ch := make(chan string)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range ch {
+				if err := f(ctx, it); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		ch <- it
+	}
+	close(ch)
+	wg.Wait()
+	return first
+}
+
+func createProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		_, err := dyn.Resource(myProxyGVR).Namespace(namespace).Create(ctx, myProxy(namespace, name), metav1.CreateOptions{})
+		return err
+	}
+}
+
+func deleteProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		err := dyn.Resource(myProxyGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+}
+
+// renderer renders the chart for one MyProxy exactly as Helm would install it, without a
+// cluster: the client-go baseline creates these objects itself.
+type renderer struct {
+	chart *chart.Chart
+}
+
+func (r renderer) render(namespace, name string) ([]*unstructured.Unstructured, error) {
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = name, namespace
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.35.0", Major: "1", Minor: "35"}
+	rel, err := install.Run(r.chart, spec())
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(rel.Manifest), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// createRendered creates the MyProxy and the chart's objects for it: what an operator has to
+// bring about, with nothing in between.
+func createRendered(dyn dynamic.Interface, mapper meta.RESTMapper, r renderer, namespace string) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		if err := createProxy(dyn, namespace)(ctx, name); err != nil {
+			return err
+		}
+		objs, err := r.render(namespace, name)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+			if err != nil {
+				return err
+			}
+			if _, err := dyn.Resource(m.Resource).Namespace(namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// deleteRendered deletes what createRendered created.
+func deleteRendered(dyn dynamic.Interface, mapper meta.RESTMapper, r renderer, namespace string) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		objs, err := r.render(namespace, name)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+			if err != nil {
+				return err
+			}
+			err = dyn.Resource(m.Resource).Namespace(namespace).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return deleteProxy(dyn, namespace)(ctx, name)
+	}
+}
+
+// leftovers counts what is left in the namespace of the releases: objects of the chart and Helm
+// release Secrets.
+func leftovers(ctx context.Context, cs kubernetes.Interface, namespace string) (int, error) {
+	managed := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=Helm"}
+	n := 0
+	deps, err := cs.AppsV1().Deployments(namespace).List(ctx, managed)
+	if err != nil {
+		return 0, err
+	}
+	n += len(deps.Items)
+	svcs, err := cs.CoreV1().Services(namespace).List(ctx, managed)
+	if err != nil {
+		return 0, err
+	}
+	n += len(svcs.Items)
+	cms, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, managed)
+	if err != nil {
+		return 0, err
+	}
+	n += len(cms.Items)
+	secrets, err := cs.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		return 0, err
+	}
+	n += len(secrets.Items)
+	return n, nil
+}
+
+// unrelated fills namespaces with Secrets and ConfigMaps that no operator has any business
+// with, each carrying size bytes of data.
+func unrelated(ctx context.Context, cs kubernetes.Interface, count, size, workers int) error {
+	const namespaces = 10
+	for i := 0; i < namespaces; i++ {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("unrelated-%d", i)}}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	payload := bytes.Repeat([]byte("x"), size)
+	return parallel(ctx, workers, names("unrelated", count), func(ctx context.Context, name string) error {
+		var i int
+		_, _ = fmt.Sscanf(name, "unrelated-%d", &i)
+		ns := fmt.Sprintf("unrelated-%d", i%namespaces)
+		if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{"blob": payload},
+		}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"blob": string(payload)},
+		}, metav1.CreateOptions{})
+		return err
+	})
+}
