@@ -6,9 +6,11 @@ package eventfilter
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -40,6 +42,104 @@ func IgnoreLabelled(key, value string) Filter {
 		Update: func(oldObj, newObj any) bool { return unlabelled(oldObj) || unlabelled(newObj) },
 		Delete: unlabelled,
 	}
+}
+
+// IgnoreStatusOnlyChanges is a Filter for custom resources that drops updates that change
+// nothing a reconcile acts on: status writes (the reconciler's own, after every reconcile, and
+// the status controller's), and the uninstall finalizer being added (the reconcile that added it
+// goes on to install). Spec, labels, annotations, deletion and removed finalizers pass.
+func IgnoreStatusOnlyChanges() Filter {
+	return Filter{Update: func(oldObj, newObj any) bool {
+		o, ok1 := oldObj.(*unstructured.Unstructured)
+		n, ok2 := newObj.(*unstructured.Unstructured)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !reflect.DeepEqual(reconciledPart(o), reconciledPart(n)) || finalizersRemoved(o, n)
+	}}
+}
+
+// bookkeepingAnnotations are annotations that Kubernetes controllers write on objects a chart
+// rendered; changing them is not drift.
+var bookkeepingAnnotations = []string{"deployment.kubernetes.io/revision"}
+
+// IgnoreBookkeepingUpdates drops updates of release objects that change only what the cluster
+// keeps for itself: status, the resource version, managed fields, and bookkeeping
+// annotations such as the Deployment controller's revision. helm-operator-plugins already
+// ignores status-only updates; without the rest, every new Deployment's revision annotation
+// cost its MyProxy another reconcile.
+func IgnoreBookkeepingUpdates(oldObj, newObj any) bool {
+	ou, err1 := copyToMap(oldObj)
+	nu, err2 := copyToMap(newObj)
+	if err1 != nil || err2 != nil {
+		return true
+	}
+	return !reflect.DeepEqual(withoutBookkeeping(ou), withoutBookkeeping(nu))
+}
+
+// copyToMap returns the object as a map of its own: the converter hands back an unstructured
+// object's content itself, and the informer's objects must not change.
+func copyToMap(obj any) (map[string]any, error) {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		return runtime.DeepCopyJSON(u.UnstructuredContent()), nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+func withoutBookkeeping(obj map[string]any) map[string]any {
+	delete(obj, "status")
+	unstructured.RemoveNestedField(obj, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(obj, "metadata", "managedFields")
+	for _, a := range bookkeepingAnnotations {
+		unstructured.RemoveNestedField(obj, "metadata", "annotations", a)
+	}
+	if anns, ok, _ := unstructured.NestedMap(obj, "metadata", "annotations"); ok && len(anns) == 0 {
+		unstructured.RemoveNestedField(obj, "metadata", "annotations")
+	}
+	return obj
+}
+
+// reconciledPart is the object without status and without what every write changes.
+func reconciledPart(u *unstructured.Unstructured) map[string]any {
+	obj := make(map[string]any, len(u.Object))
+	for k, v := range u.Object {
+		if k != "status" {
+			obj[k] = v
+		}
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	m := make(map[string]any, len(meta))
+	for k, v := range meta {
+		switch k {
+		case "resourceVersion", "managedFields", "finalizers":
+		default:
+			m[k] = v
+		}
+	}
+	obj["metadata"] = m
+	return obj
+}
+
+func finalizersRemoved(o, n *unstructured.Unstructured) bool {
+	kept := map[string]bool{}
+	for _, f := range n.GetFinalizers() {
+		kept[f] = true
+	}
+	for _, f := range o.GetFinalizers() {
+		if !kept[f] {
+			return true
+		}
+	}
+	return false
+}
+
+// Unfiltered returns the cache that c filters (c itself when it filters nothing), for
+// controllers that must see every event of a kind the filters thin out.
+func Unfiltered(c cache.Cache) cache.Cache {
+	if fc, ok := c.(*filteringCache); ok {
+		return fc.Cache
+	}
+	return c
 }
 
 // NewCache returns a cache constructor whose informers of the given kinds deliver only the

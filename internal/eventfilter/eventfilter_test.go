@@ -1,10 +1,14 @@
 package eventfilter
 
 import (
+	"reflect"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
@@ -42,5 +46,92 @@ func TestIgnoreLabelled(t *testing.T) {
 	h.OnDelete(tls)
 	if rec.adds != 1 || rec.updates != 1 || rec.deletes != 1 {
 		t.Errorf("events of an unlabelled object were dropped: %+v", rec)
+	}
+}
+
+func myProxy(mutate func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.example.com/v1alpha1", "kind": "MyProxy",
+		"metadata": map[string]any{"name": "p", "namespace": "ns", "resourceVersion": "1", "generation": int64(1)},
+		"spec":     map[string]any{"replicas": int64(1)},
+		"status":   map[string]any{"conditions": []any{}},
+	}}
+	if mutate != nil {
+		mutate(u)
+	}
+	return u
+}
+
+func TestIgnoreStatusOnlyChanges(t *testing.T) {
+	old := myProxy(func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"keep"}) })
+	cases := []struct {
+		what   string
+		mutate func(u *unstructured.Unstructured)
+		passes bool
+	}{
+		{"status written", func(u *unstructured.Unstructured) {
+			u.SetResourceVersion("2")
+			_ = unstructured.SetNestedField(u.Object, "x", "status", "deployedRelease", "name")
+		}, false},
+		{"finalizer added", func(u *unstructured.Unstructured) {
+			u.SetFinalizers([]string{"keep", "uninstall-helm-release"})
+		}, false},
+		{"finalizer removed", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, true},
+		{"spec changed", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "replicas")
+		}, true},
+		{"annotation added", func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{"helm.sdk.operatorframework.io/upgrade-force": "true"})
+		}, true},
+		{"label changed", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "a"}) }, true},
+		{"deletion started", func(u *unstructured.Unstructured) {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		}, true},
+	}
+	f := IgnoreStatusOnlyChanges()
+	for _, c := range cases {
+		n := old.DeepCopy()
+		c.mutate(n)
+		if got := f.Update(old, n); got != c.passes {
+			t.Errorf("%s: passes = %v, want %v", c.what, got, c.passes)
+		}
+	}
+}
+
+func TestIgnoreBookkeepingUpdates(t *testing.T) {
+	old := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", ResourceVersion: "1", Labels: map[string]string{"app": "p"}}}
+	cases := []struct {
+		what   string
+		mutate func(d *appsv1.Deployment)
+		passes bool
+	}{
+		{"status", func(d *appsv1.Deployment) { d.ResourceVersion = "2"; d.Status.ReadyReplicas = 1 }, false},
+		{"revision annotation", func(d *appsv1.Deployment) {
+			d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
+			d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+		}, false},
+		{"spec edited", func(d *appsv1.Deployment) { r := int32(5); d.Spec.Replicas = &r }, true},
+		{"label removed", func(d *appsv1.Deployment) { d.Labels = nil }, true},
+		{"annotation added by a user", func(d *appsv1.Deployment) { d.Annotations = map[string]string{"note": "x"} }, true},
+	}
+	for _, c := range cases {
+		n := old.DeepCopy()
+		c.mutate(n)
+		if got := IgnoreBookkeepingUpdates(old, n); got != c.passes {
+			t.Errorf("%s: passes = %v, want %v", c.what, got, c.passes)
+		}
+		// The Helm reconciler's watches deliver unstructured objects: the same verdict, and
+		// the informer's objects left as they were.
+		ou, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(old)
+		nu, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(n)
+		uo, un := &unstructured.Unstructured{Object: ou}, &unstructured.Unstructured{Object: nu}
+		before := un.DeepCopy()
+		if got := IgnoreBookkeepingUpdates(uo, un); got != c.passes {
+			t.Errorf("%s, unstructured: passes = %v, want %v", c.what, got, c.passes)
+		}
+		if !reflect.DeepEqual(before.Object, un.Object) {
+			t.Errorf("%s: the filter changed the object it was given", c.what)
+		}
 	}
 }

@@ -8,6 +8,9 @@ import (
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/eventfilter"
+	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/status"
 )
@@ -29,6 +33,9 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	// client-go's defaults (5 requests per second, bursts of 10) would throttle a fleet.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
 	ws, err := watches.Load(o.WatchesFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
@@ -43,6 +50,7 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		PprofBindAddress:              o.PprofBindAddress,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
@@ -51,8 +59,12 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 		RetryPeriod:                   &retryPeriod,
 		LeaderElectionReleaseOnCancel: true, // hand over at once on SIGTERM
 		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
-		Cache:                         cache.Options{DefaultNamespaces: namespaces},
-		NewCache:                      eventfilter.NewCache(eventFilters(ws), releaseObjectFilter(ws)),
+		Cache:                         cacheOptions(ws, namespaces),
+		// The custom resources are unstructured, and controller-runtime reads unstructured
+		// objects from the apiserver unless told otherwise: 9 GETs per MyProxy while a fleet
+		// converged. Their informers exist anyway (the reconcilers watch them).
+		Client:   client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		NewCache: eventfilter.NewCache(eventFilters(ws), releaseObjectFilter(ws)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -74,8 +86,51 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 	return mgr, nil
 }
 
+// cacheOptions keep in memory only what the operator acts on:
+//   - of the kinds releases render, only release objects (labelled by managedlabel): without
+//     this, watching all namespaces cached every ConfigMap of the cluster;
+//   - Secrets without their data, and without Helm's release records (whose events are
+//     filtered out anyway). The Secret informer serves the TLS-Secret watch, which needs only
+//     names; the values translator reads Secrets from the apiserver;
+//   - no managed fields, which are often the larger part of an object.
+//
+// The custom resources themselves are cached whole (the watch's selector applies).
+func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.Options {
+	notRelease, _ := labels.Parse("owner!=helm") // constant: cannot fail
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: notRelease, Transform: withoutSecretData},
+	}
+	for _, w := range ws {
+		cr := &unstructured.Unstructured{}
+		cr.SetGroupVersionKind(w.GroupVersionKind)
+		sel := labels.Everything()
+		if w.Selector != nil {
+			if s, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
+				sel = s
+			}
+		}
+		byObject[cr] = cache.ByObject{Label: sel}
+	}
+	return cache.Options{
+		DefaultNamespaces:    namespaces,
+		DefaultLabelSelector: managedlabel.Selector(),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		ByObject:             byObject,
+	}
+}
+
+func withoutSecretData(obj any) (any, error) {
+	if s, ok := obj.(*corev1.Secret); ok {
+		s.Data, s.StringData, s.ManagedFields = nil, nil, nil
+	}
+	return obj, nil
+}
+
 // eventFilters keeps the operator from waking itself:
-//   - the status controller's writes to the custom resources reach no controller;
+//   - status writes to the custom resources (the reconciler's own and the status controller's)
+//     do not reach the Helm reconciler: every reconcile ends with one, and each would cost
+//     another reconcile (release reads and a drift check of every object). The status
+//     controller watches the unfiltered informer with a filter of its own;
 //   - Helm release Secrets (labelled owner=helm) are the reconciler's own records. Without
 //     this, a failing install, which writes a release record and removes it on rollback,
 //     re-enqueues itself at once and retries in a tight loop instead of backing off.
@@ -84,19 +139,23 @@ func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Fi
 		corev1.SchemeGroupVersion.WithKind("Secret"): eventfilter.IgnoreLabelled("owner", "helm"),
 	}
 	for _, w := range ws {
-		filters[w.GroupVersionKind] = eventfilter.Filter{Update: status.ChangedBeyondOwnFields}
+		filters[w.GroupVersionKind] = eventfilter.IgnoreStatusOnlyChanges()
 	}
 	return filters
 }
 
 // releaseObjectFilter applies to the kinds a release renders (every kind without a filter of
-// its own): their deletes reach the reconciler only when they are drift of a deployed release.
+// its own): their deletes reach the reconciler only when they are drift of a deployed release,
+// and their updates only when they change more than the cluster's own bookkeeping.
 func releaseObjectFilter(ws []watches.Watch) func(client.Reader) eventfilter.Filter {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, w := range ws {
 		kinds[w.GroupVersionKind] = true
 	}
 	return func(reader client.Reader) eventfilter.Filter {
-		return eventfilter.Filter{Delete: status.DeletedFromDeployedRelease(reader, kinds)}
+		return eventfilter.Filter{
+			Update: eventfilter.IgnoreBookkeepingUpdates,
+			Delete: status.DeletedFromDeployedRelease(reader, kinds),
+		}
 	}
 }

@@ -1,0 +1,170 @@
+package actionclient
+
+import (
+	"context"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// recordingClient is a fake Helm action client: it keeps one release and counts calls.
+type recordingClient struct {
+	helmclient.ActionInterface
+	rel                     *release.Release
+	gets, dryRuns, upgrades int
+	labels                  map[string]string // labels of the last install or upgrade
+}
+
+func (f *recordingClient) Get(string, ...helmclient.GetOption) (*release.Release, error) {
+	f.gets++
+	return f.rel, nil
+}
+
+func (f *recordingClient) Install(name, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	var i action.Install
+	for _, o := range opts {
+		_ = o(&i)
+	}
+	f.labels = i.Labels
+	f.rel = &release.Release{Name: name, Labels: i.Labels, Manifest: "installed", Info: &release.Info{Status: release.StatusDeployed}}
+	return f.rel, nil
+}
+
+func (f *recordingClient) Upgrade(name, _ string, _ *chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	var u action.Upgrade
+	for _, o := range opts {
+		_ = o(&u)
+	}
+	if u.DryRun {
+		f.dryRuns++
+		return &release.Release{Name: name, Manifest: "rendered"}, nil
+	}
+	f.upgrades++
+	f.labels = u.Labels
+	f.rel = &release.Release{Name: name, Labels: u.Labels, Manifest: "upgraded", Info: &release.Info{Status: release.StatusDeployed}}
+	return f.rel, nil
+}
+
+func testChart(template string) *chart.Chart {
+	return &chart.Chart{
+		Metadata:  &chart.Metadata{Name: "myproxy", Version: "0.1.0"},
+		Templates: []*chart.File{{Name: "templates/cm.yaml", Data: []byte(template)}},
+		Values:    map[string]any{"replicas": 1},
+	}
+}
+
+func digestedClient(t *testing.T, fake *recordingClient) helmclient.ActionInterface {
+	t.Helper()
+	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return fake, nil
+	}))
+	ac, err := getter.ActionClientFor(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ac
+}
+
+func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
+	chrt := testChart("kind: ConfigMap")
+	vals := map[string]any{"replicas": 2}
+	fake := &recordingClient{}
+	if _, err := digestedClient(t, fake).Install("p", "ns", chrt, vals); err != nil {
+		t.Fatal(err)
+	}
+	d := fake.labels[DigestLabel]
+	if len(d) != 32 {
+		t.Fatalf("install labelled the release %q=%q, want a 32-character digest", DigestLabel, d)
+	}
+
+	// The next reconcile: same chart, same values. The dry run is answered with the release.
+	ac := digestedClient(t, fake)
+	cur, _ := ac.Get("p")
+	got, err := ac.Upgrade("p", "ns", chrt, map[string]any{"replicas": 2}, dryRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != cur || fake.dryRuns != 0 {
+		t.Errorf("same chart and values: dry runs = %d, returned %v; want 0 and the deployed release", fake.dryRuns, got.Manifest)
+	}
+
+	changes := map[string]func() (*chart.Chart, map[string]any){
+		"values":   func() (*chart.Chart, map[string]any) { return chrt, map[string]any{"replicas": 3} },
+		"template": func() (*chart.Chart, map[string]any) { return testChart("kind: Secret"), vals },
+		"chart defaults": func() (*chart.Chart, map[string]any) {
+			c := testChart("kind: ConfigMap")
+			c.Values["x"] = 1
+			return c, vals
+		},
+	}
+	for what, change := range changes {
+		fake.dryRuns = 0
+		ac := digestedClient(t, fake)
+		_, _ = ac.Get("p")
+		c, v := change()
+		if _, err := ac.Upgrade("p", "ns", c, v, dryRun); err != nil {
+			t.Fatal(err)
+		}
+		if fake.dryRuns != 1 {
+			t.Errorf("changed %s: dry runs = %d, want 1", what, fake.dryRuns)
+		}
+	}
+}
+
+func TestDigestNeverSkipsForAReleaseThatIsNotDeployed(t *testing.T) {
+	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
+	fake := &recordingClient{}
+	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, vals)
+	fake.rel.Info.Status = release.StatusFailed
+	ac := digestedClient(t, fake)
+	_, _ = ac.Get("p")
+	_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
+	if fake.dryRuns != 1 {
+		t.Errorf("failed release: dry runs = %d, want 1", fake.dryRuns)
+	}
+}
+
+func TestDigestNeverSkipsForChartsThatLookUpTheCluster(t *testing.T) {
+	chrt := testChart(`{{ $s := lookup "v1" "Secret" .Release.Namespace "x" }}kind: ConfigMap`)
+	vals := map[string]any{}
+	fake := &recordingClient{}
+	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, vals)
+	if _, ok := fake.labels[DigestLabel]; ok {
+		t.Errorf("a chart using lookup got a digest label")
+	}
+	ac := digestedClient(t, fake)
+	_, _ = ac.Get("p")
+	_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
+	if fake.dryRuns != 1 {
+		t.Errorf("lookup chart: dry runs = %d, want 1", fake.dryRuns)
+	}
+}
+
+func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
+	chrt := testChart("kind: ConfigMap")
+	fake := &recordingClient{}
+	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, map[string]any{"replicas": 1})
+	first := fake.labels[DigestLabel]
+
+	ac := digestedClient(t, fake)
+	fake.gets = 0
+	_, _ = ac.Get("p")
+	_, _ = ac.Get("p")
+	if fake.gets != 1 {
+		t.Errorf("two reads in one reconcile reached storage %d times, want 1", fake.gets)
+	}
+	if _, err := ac.Upgrade("p", "ns", chrt, map[string]any{"replicas": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if fake.labels[DigestLabel] == "" || fake.labels[DigestLabel] == first {
+		t.Errorf("upgrade labelled %q, want a new digest (was %q)", fake.labels[DigestLabel], first)
+	}
+	rel, _ := ac.Get("p")
+	if fake.gets != 2 || rel.Manifest != "upgraded" {
+		t.Errorf("read after an upgrade: storage reads = %d, manifest %q; want a fresh read of the upgrade", fake.gets, rel.Manifest)
+	}
+}

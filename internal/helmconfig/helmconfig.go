@@ -1,0 +1,115 @@
+// Package helmconfig wraps helm-operator-plugins' ActionConfigGetter so that what Helm learns
+// about the cluster is learnt once per operator, not once per reconcile.
+//
+// The plugins build a fresh action.Configuration for every reconcile. Helm then, for every
+// action, asks the apiserver for its version (KubeClient.IsReachable, and again to compute
+// Capabilities), and invalidates the shared discovery cache before listing every API group
+// again. Measured on 100 MyProxies, that was 18 of the operator's 44 requests per MyProxy.
+// The Getter hands each Configuration Capabilities and a reachability check shared by the
+// whole process and refreshed after TTL.
+package helmconfig
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TTL is how long learnt Capabilities and a successful reachability check are reused. New API
+// groups (a CRD installed after the operator started) reach the charts' .Capabilities within it.
+const TTL = time.Minute
+
+// Getter is an ActionConfigGetter that shares cluster facts between Configurations.
+type Getter struct {
+	next      helmclient.ActionConfigGetter
+	discovery discovery.DiscoveryInterface
+	now       func() time.Time
+
+	mu        sync.Mutex
+	caps      *chartutil.Capabilities
+	capsAt    time.Time
+	reachedAt time.Time
+}
+
+// New wraps next; dc is asked for the server version and API groups when they are stale.
+func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface) *Getter {
+	return &Getter{next: next, discovery: dc, now: time.Now}
+}
+
+// ActionConfigFor implements helmclient.ActionConfigGetter.
+func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
+	cfg, err := g.next.ActionConfigFor(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := g.capabilities()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Capabilities = caps.Copy() // a Configuration may adjust its own
+	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
+		cfg.KubeClient = &kubeClient{Client: kc, getter: g}
+	}
+	return cfg, nil
+}
+
+func (g *Getter) capabilities() (*chartutil.Capabilities, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.caps != nil && g.now().Sub(g.capsAt) < TTL {
+		return g.caps, nil
+	}
+	version, err := g.discovery.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("could not get server version from Kubernetes: %w", err)
+	}
+	apiVersions, err := action.GetVersionSet(g.discovery)
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		// A group that fails discovery (an orphaned APIService) leaves the others usable, as in Helm.
+		return nil, fmt.Errorf("could not get apiVersions from Kubernetes: %w", err)
+	}
+	g.caps = &chartutil.Capabilities{
+		APIVersions: apiVersions,
+		KubeVersion: chartutil.KubeVersion{Version: version.GitVersion, Major: version.Major, Minor: version.Minor},
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+	}
+	now := g.now()
+	g.capsAt, g.reachedAt = now, now
+	return g.caps, nil
+}
+
+// reachable runs check unless one succeeded within TTL.
+func (g *Getter) reachable(check func() error) error {
+	g.mu.Lock()
+	fresh := !g.reachedAt.IsZero() && g.now().Sub(g.reachedAt) < TTL
+	g.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.reachedAt = g.now()
+	g.mu.Unlock()
+	return nil
+}
+
+// kubeClient is Helm's own client with a shared reachability check. Embedding the concrete
+// type keeps every optional interface Helm looks for (waiting, deletion propagation...).
+type kubeClient struct {
+	*kube.Client
+	getter *Getter
+}
+
+// IsReachable implements kube.Interface. Every action starts with it; when the apiserver is in
+// fact unreachable, the action's first real request fails with the same cause.
+func (c *kubeClient) IsReachable() error { return c.getter.reachable(c.Client.IsReachable) }

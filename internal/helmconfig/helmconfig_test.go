@@ -1,0 +1,113 @@
+package helmconfig
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+type configGetter func() *action.Configuration
+
+func (g configGetter) ActionConfigFor(context.Context, client.Object) (*action.Configuration, error) {
+	return g(), nil
+}
+
+// countingDiscovery is a fake discovery client that counts server-version requests.
+func countingDiscovery(calls *int) *fakediscovery.FakeDiscovery {
+	fake := &fakediscovery.FakeDiscovery{Fake: &k8stesting.Fake{}, FakedServerVersion: &version.Info{GitVersion: "v1.35.4", Major: "1", Minor: "35"}}
+	fake.Resources = []*metav1.APIResourceList{{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment"}}}}
+	fake.AddReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) { *calls++; return false, nil, nil })
+	return fake
+}
+
+func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
+	var calls int
+	now := time.Unix(0, 0)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls))
+	g.now = func() time.Time { return now }
+
+	for i := 0; i < 5; i++ {
+		cfg, err := g.ActionConfigFor(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Capabilities == nil || cfg.Capabilities.KubeVersion.Version != "v1.35.4" {
+			t.Fatalf("capabilities = %+v, want the server's version", cfg.Capabilities)
+		}
+		if !cfg.Capabilities.APIVersions.Has("apps/v1/Deployment") {
+			t.Errorf("API versions %v lack apps/v1/Deployment", cfg.Capabilities.APIVersions)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("5 configurations asked the server version %d times, want 1", calls)
+	}
+	now = now.Add(TTL + time.Second)
+	if _, err := g.ActionConfigFor(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Errorf("after the TTL the server version was asked %d times in all, want 2", calls)
+	}
+}
+
+func TestEachConfigurationGetsItsOwnCapabilities(t *testing.T) {
+	var calls int
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls))
+	a, _ := g.ActionConfigFor(context.Background(), nil)
+	b, _ := g.ActionConfigFor(context.Background(), nil)
+	a.Capabilities.KubeVersion.Version = "changed"
+	if b.Capabilities.KubeVersion.Version != "v1.35.4" {
+		t.Errorf("a change to one configuration's capabilities leaked into another")
+	}
+}
+
+func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T) {
+	var calls int
+	now := time.Unix(0, 0)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
+		countingDiscovery(&calls))
+	g.now = func() time.Time { return now }
+	g.reachedAt = time.Time{}
+
+	checks := 0
+	down := errors.New("connection refused")
+	var result error
+	check := func() error { checks++; return result }
+
+	result = down
+	if err := g.reachable(check); !errors.Is(err, down) {
+		t.Fatalf("unreachable cluster: %v, want %v", err, down)
+	}
+	result = nil
+	for i := 0; i < 3; i++ {
+		if err := g.reachable(check); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checks != 2 {
+		t.Errorf("checks = %d, want 2 (a failure is not remembered; a success is)", checks)
+	}
+	now = now.Add(TTL + time.Second)
+	_ = g.reachable(check)
+	if checks != 3 {
+		t.Errorf("after the TTL checks = %d, want 3", checks)
+	}
+
+	cfg, err := g.ActionConfigFor(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.KubeClient.(kube.InterfaceResources); !ok {
+		t.Errorf("the wrapped kube client lost Helm's optional interfaces")
+	}
+}
