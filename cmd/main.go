@@ -22,16 +22,12 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
-	mgr, err := operator.New(ctrl.GetConfigOrDie(), opts, options.WatchNamespacesFromEnv())
-	if err != nil {
-		log.Error(err, "cannot set up the operator")
-		os.Exit(1)
-	}
 	log.Info("starting", "watchesFile", opts.WatchesFile, "namespaces", os.Getenv(options.WatchNamespaceEnv))
 	// SIGTERM or SIGINT cancels the context: in-flight reconciles get GracefulShutdownTimeout to
 	// finish and the leader Lease is released so another replica takes over at once.
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "manager stopped with an error")
+	err := operator.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts, options.WatchNamespacesFromEnv())
+	if err != nil {
+		log.Error(err, "operator stopped with an error")
 		os.Exit(1)
 	}
 }

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
@@ -53,21 +55,32 @@ func SettingsFor(w watches.Watch, d Defaults) Settings {
 	return s
 }
 
+// helmMetrics are registered once per process: the operator builds a new manager when it
+// campaigns for leadership again, and a registry refuses a second registration.
+var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
+	return actionclient.NewMetrics(crmetrics.Registry)
+})
+
 // Setup creates and registers a reconciler for every watch.
-func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults) error {
-	metrics, err := actionclient.NewMetrics(crmetrics.Registry)
+// namespaces are the watched namespaces (nil: all).
+func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults, namespaces map[string]cache.Config) error {
+	metrics, err := helmMetrics()
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	secrets, err := values.NewSecretMetadataCache(mgr, namespaces)
+	if err != nil {
+		return fmt.Errorf("creating the Secret metadata cache: %w", err)
+	}
 	for _, w := range ws {
-		if err := setupOne(mgr, w, d, metrics); err != nil {
+		if err := setupOne(mgr, w, d, metrics, secrets); err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 	}
 	return nil
 }
 
-func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclient.Metrics) error {
+func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclient.Metrics, secrets cache.Cache) error {
 	s := SettingsFor(w, d)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
@@ -111,7 +124,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithPostHook(observed.PostHook()),
 		reconciler.WithValueTranslator(values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}),
-		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(mgr.GetCache(), w.GroupVersionKind)),
+		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(secrets, mgr.GetCache(), w.GroupVersionKind)),
 		reconciler.WithSelector(selector),
 	}
 	r, err := reconciler.New(opts...)

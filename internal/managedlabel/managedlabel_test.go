@@ -67,3 +67,38 @@ func TestPostRendererRefusesBrokenYAML(t *testing.T) {
 		t.Errorf("error = %v, want one that says what failed", err)
 	}
 }
+
+// FuzzPostRenderer: whatever a chart renders, labelling never panics; it either refuses with
+// an error or returns documents that all carry the label.
+func FuzzPostRenderer(f *testing.F) {
+	for _, seed := range []string{
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+		"---\n---\n# only a comment\n",
+		"apiVersion: v1\nkind: List\nitems: []\n",
+		"metadata: {labels: null}\n",
+		"metadata: {labels: {a: 1}}\n",
+		"metadata: 5\n",
+		"- a\n- b\n",
+		"kind: [unclosed",
+		"data: {big: \"" + strings.Repeat("ü", 4096) + "\"}\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, manifest string) {
+		out, err := PostRenderer()(nil, nil, nil).Run(bytes.NewBufferString(manifest))
+		if err != nil {
+			return
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(out, 4096)
+		for {
+			var obj map[string]any
+			if err := dec.Decode(&obj); err != nil {
+				return
+			}
+			u := &unstructured.Unstructured{Object: obj}
+			if len(obj) > 0 && u.GetLabels()[Key] != Value {
+				t.Fatalf("an object came out unlabelled: %v", obj)
+			}
+		}
+	})
+}

@@ -4,7 +4,9 @@
 package operator
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -30,6 +33,45 @@ import (
 // New loads the watches file and returns a manager with a reconciler for every entry.
 // namespaces scopes the caches (nil: all namespaces).
 func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) (ctrl.Manager, error) {
+	return newManager(cfg, o, namespaces, false)
+}
+
+// errLeaderElectionLost is how controller-runtime's manager reports a lost Lease.
+const errLeaderElectionLost = "leader election lost"
+
+// Run runs the operator until ctx ends (SIGTERM).
+//
+// With leader election, controller-runtime stops the manager when the Lease cannot be renewed
+// within the renew deadline: an apiserver (or etcd) outage of more than 10 s. Most operators
+// then exit and their Pod restarts, and a long outage becomes a crash loop. Run instead waits
+// out the renew deadline, so that whatever the old manager had in flight has failed or finished,
+// and campaigns again with a new manager in the same process. The Lease still guarantees that
+// one replica reconciles at a time: the new manager acts only once it holds the Lease again.
+func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) error {
+	log := ctrl.Log.WithName("setup")
+	for again := false; ; again = true {
+		mgr, err := newManager(cfg, o, namespaces, again)
+		if err != nil {
+			if !again {
+				return err
+			}
+			// e.g. the old manager's probe port not yet free
+			log.Error(err, "cannot set up the operator again; retrying")
+		} else if err = mgr.Start(ctx); ctx.Err() != nil || err == nil || err.Error() != errLeaderElectionLost {
+			return err
+		} else {
+			log.Info("lost the leader Lease (apiserver unreachable?); campaigning again",
+				"after", o.RenewDeadline.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(o.RenewDeadline):
+		}
+	}
+}
+
+func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config, again bool) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -59,7 +101,9 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 		RetryPeriod:                   &retryPeriod,
 		LeaderElectionReleaseOnCancel: true, // hand over at once on SIGTERM
 		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
-		Cache:                         cacheOptions(ws, namespaces),
+		// Controller names are unique per process; a manager built to campaign again reuses them.
+		Controller: config.Controller{SkipNameValidation: &again},
+		Cache:      cacheOptions(ws, namespaces),
 		// The custom resources are unstructured, and controller-runtime reads unstructured
 		// objects from the apiserver unless told otherwise: 9 GETs per MyProxy while a fleet
 		// converged. Their informers exist anyway (the reconcilers watch them).
@@ -79,7 +123,7 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		ReconcilePeriod:         o.ReconcilePeriod,
 		MaxReleaseHistory:       o.MaxReleaseHistory,
-	})
+	}, namespaces)
 	if err != nil {
 		return nil, err
 	}
@@ -89,17 +133,16 @@ func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config
 // cacheOptions keep in memory only what the operator acts on:
 //   - of the kinds releases render, only release objects (labelled by managedlabel): without
 //     this, watching all namespaces cached every ConfigMap of the cluster;
-//   - Secrets without their data, and without Helm's release records (whose events are
-//     filtered out anyway). The Secret informer serves the TLS-Secret watch, which needs only
-//     names; the values translator reads Secrets from the apiserver;
+//   - no Secrets (see below);
 //   - no managed fields, which are often the larger part of an object.
 //
 // The custom resources themselves are cached whole (the watch's selector applies).
 func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.Options {
-	notRelease, _ := labels.Parse("owner!=helm") // constant: cannot fail
-	byObject := map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: notRelease, Transform: withoutSecretData},
-	}
+	// "owner exists and does not": no Secret. The Helm reconciler watches Secrets for its
+	// release records, whose events eventFilters drops anyway; TLS Secrets are watched through
+	// a metadata-only cache of their own (values.NewSecretMetadataCache).
+	noSecret, _ := labels.Parse("owner,!owner") // constant: cannot fail
+	byObject := map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: noSecret}}
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(w.GroupVersionKind)
@@ -117,13 +160,6 @@ func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.
 		DefaultTransform:     cache.TransformStripManagedFields(),
 		ByObject:             byObject,
 	}
-}
-
-func withoutSecretData(obj any) (any, error) {
-	if s, ok := obj.(*corev1.Secret); ok {
-		s.Data, s.StringData, s.ManagedFields = nil, nil, nil
-	}
-	return obj, nil
 }
 
 // eventFilters keeps the operator from waking itself:

@@ -5,31 +5,61 @@ import (
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // WatchTLSSecrets re-reconciles the custom resources whose spec.tls.secretName names a Secret
 // when that Secret changes, so that creating a missing Secret recovers at once instead of after
-// the backoff. The Secret informer is the one the Helm reconciler already runs.
-func WatchTLSSecrets(c cache.Cache, gvk schema.GroupVersionKind) reconciler.ControllerSetupFunc {
+// the backoff. It watches Secret metadata in secrets (see NewSecretMetadataCache) and finds the
+// custom resources in crs (the manager's cache).
+func WatchTLSSecrets(secrets, crs cache.Cache, gvk schema.GroupVersionKind) reconciler.ControllerSetupFunc {
 	return func(ctrl reconciler.ControllerSetup) error {
-		return ctrl.Watch(source.Kind(c, client.Object(&corev1.Secret{}),
+		return ctrl.Watch(source.Kind(secrets, client.Object(secretMetadata()),
 			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, secret client.Object) []reconcile.Request {
-				return referencing(ctx, c, gvk, secret)
+				return referencing(ctx, crs, gvk, secret)
 			})))
 	}
+}
+
+func secretMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
+
+// NewSecretMetadataCache returns a cache, started by the manager, of the metadata of the
+// Secrets in the watched namespaces, without Helm's release records. The TLS-Secret watch needs
+// nothing more (the translator reads the Secret itself from the apiserver), and a cache of
+// whole Secrets would hold, and list at every start, every Secret of the cluster.
+func NewSecretMetadataCache(mgr manager.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
+	notRelease, err := labels.Parse("owner!=helm")
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: namespaces, DefaultLabelSelector: notRelease,
+		DefaultTransform: cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
 }
 
 func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, secret client.Object) []reconcile.Request {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, &list, client.InNamespace(secret.GetNamespace())); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(secret.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var requests []reconcile.Request

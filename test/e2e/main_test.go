@@ -15,6 +15,9 @@ import (
 var (
 	kubeconfig  string
 	operatorBin string
+	clusterDir  string
+	// cluster runs hack/cluster/cluster.sh VERB on the suite's cluster.
+	cluster func(verb string) error
 )
 
 func TestMain(m *testing.M) {
@@ -26,12 +29,13 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	root := harness.RepoRoot()
 	dir := filepath.Join(root, "bin", "e2e-cluster")
+	clusterDir = dir
 	if err := os.RemoveAll(dir); err != nil {
 		fmt.Println("e2e:", err)
 		return 1
 	}
 	clusterSh := filepath.Join(root, "hack", "cluster", "cluster.sh")
-	cluster := func(verb string) error {
+	cluster = func(verb string) error {
 		cmd := exec.Command(clusterSh, verb)
 		cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir, "CLUSTER_PORT_BASE=21600")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
