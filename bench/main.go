@@ -9,6 +9,7 @@
 //	N=1000          MyProxies in the fleet
 //	IDLE=5m         idle window after convergence
 //	SAMPLES=20      one-more-MyProxy latency samples
+//	STOCK_SAMPLES=5 the same for the stock helm-operator, whose samples take a minute each
 //	WORKERS=8       client workers that create and delete
 //	UNRELATED=5000  unrelated Secrets and (as many) ConfigMaps for the memory run, 0 to skip
 //	SUBJECTS=limit,myproxy-operator,helm-operator   which subjects to run
@@ -38,6 +39,7 @@ const (
 type settings struct {
 	root, dir        string
 	n, samples       int
+	stockSamples     int
 	workers          int
 	unrelated        int
 	idle             time.Duration
@@ -65,7 +67,7 @@ func loadSettings() (settings, error) {
 	if err != nil {
 		return settings{}, err
 	}
-	s := settings{root: root, n: envInt("N", 1000), samples: envInt("SAMPLES", 20), workers: envInt("WORKERS", 8),
+	s := settings{root: root, n: envInt("N", 1000), samples: envInt("SAMPLES", 20), stockSamples: envInt("STOCK_SAMPLES", 5), workers: envInt("WORKERS", 8),
 		unrelated: envInt("UNRELATED", 5000), idle: 5 * time.Minute, portBase: envInt("BENCH_PORT_BASE", 23400),
 		dir: filepath.Join(root, "bin", "bench"), subjects: []string{"limit", "myproxy-operator", "helm-operator"},
 		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator")}
@@ -97,7 +99,7 @@ func run() error {
 	defer func() { _ = c.down() }()
 
 	rep := &report{Started: time.Now(), Machine: fmt.Sprintf("%d cores", runtime.NumCPU()),
-		Command: fmt.Sprintf("make bench N=%d IDLE=%s SAMPLES=%d UNRELATED=%d", s.n, s.idle, s.samples, s.unrelated)}
+		Command: fmt.Sprintf("make bench N=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d", s.n, s.idle, s.samples, s.stockSamples, s.unrelated)}
 	for _, name := range s.subjects {
 		var res fleetResult
 		switch name {

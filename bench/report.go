@@ -179,7 +179,7 @@ func (r *report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| subject | idle requests / CR / min | idle CPU-s / CR / min | deleted Deployment back | one more CR to Deployed p50 / p99 | delete all | left over |")
+	fmt.Fprintln(w, "| subject | idle requests / CR / min | idle CPU-s / CR / min | deleted Deployment back | one more CR to Deployed p50 / p99 (samples) | delete all | left over |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, f := range r.Fleet {
 		idleReq, idleCPU := f3(f.IdleRequestsPerCRMinute), f3(f.IdleCPUSecondsPerCRMinute)
@@ -187,8 +187,8 @@ func (r *report) markdown(w io.Writer) {
 		if f.Subject == subjectLimit {
 			idleReq, idleCPU, drift = "—", "—", "—"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f / %.2f s | %s s | %d |\n", f.Subject, idleReq, idleCPU, drift,
-			f.LatencyP50, f.LatencyP99, f1(f.DeleteSeconds), f.Leftovers)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f / %.2f s (%d) | %s s | %d |\n", f.Subject, idleReq, idleCPU, drift,
+			f.LatencyP50, f.LatencyP99, len(f.Latencies), f1(f.DeleteSeconds), f.Leftovers)
 	}
 	if len(r.Memory) > 0 {
 		fmt.Fprintln(w)

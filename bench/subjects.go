@@ -26,18 +26,19 @@ const (
 // operator is how to run one operator under measurement.
 type operator struct {
 	name, user, bin string
+	samples         int // one-more-MyProxy latency samples
 	args            func(metricsAddr, healthAddr string) []string
 }
 
 func ours(s settings) operator {
-	return operator{name: subjectOurs, user: "bench-myproxy-operator", bin: s.ourBin,
+	return operator{name: subjectOurs, user: "bench-myproxy-operator", bin: s.ourBin, samples: s.samples,
 		args: func(m, h string) []string {
 			return []string{"--metrics-bind-address=" + m, "--health-probe-bind-address=" + h}
 		}}
 }
 
 func stock(s settings) operator {
-	return operator{name: subjectStock, user: "bench-helm-operator", bin: s.stockBin,
+	return operator{name: subjectStock, user: "bench-helm-operator", bin: s.stockBin, samples: s.stockSamples,
 		args: func(m, h string) []string {
 			return []string{"run", "--metrics-bind-address=" + m, "--health-probe-bind-address=" + h, "--leader-elect=false"}
 		}}
@@ -165,10 +166,10 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		return res, err
 	}
 	progress("%s: a deleted Deployment was back in %.2fs", op.name, res.DriftSeconds)
-	if err := latency(ctx, s, e, t, &res); err != nil {
+	if err := latency(ctx, op.samples, e, t, &res); err != nil {
 		return res, err
 	}
-	if err := deleteAll(ctx, s, e, t, &res, deleteProxy(e.dyn, fleetNamespace)); err != nil {
+	if err := deleteAll(ctx, s, op.samples, e, t, &res, deleteProxy(e.dyn, fleetNamespace)); err != nil {
 		return res, err
 	}
 	final, err := p.usage()
@@ -181,7 +182,7 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 
 func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, res *fleetResult) error {
 	// Let the last status writes and Deployment rollouts land before the window opens.
-	time.Sleep(10 * time.Second)
+	time.Sleep(30 * time.Second)
 	progress("%s: idle for %s", op.name, s.idle)
 	before, err := p.usage()
 	if err != nil {
@@ -234,9 +235,9 @@ func drift(ctx context.Context, e *env, t *tracker) (float64, error) {
 }
 
 // latency applies one more MyProxy at a time and times each to Deployed.
-func latency(ctx context.Context, s settings, e *env, t *tracker, res *fleetResult) error {
+func latency(ctx context.Context, samples int, e *env, t *tracker, res *fleetResult) error {
 	create := createProxy(e.dyn, fleetNamespace)
-	for _, name := range names("extra", s.samples) {
+	for _, name := range names("extra", samples) {
 		start := time.Now()
 		if err := create(ctx, name); err != nil {
 			return err
@@ -259,8 +260,8 @@ func latency(ctx context.Context, s settings, e *env, t *tracker, res *fleetResu
 }
 
 // deleteAll deletes every MyProxy and times until nothing of theirs is left.
-func deleteAll(ctx context.Context, s settings, e *env, t *tracker, res *fleetResult, del func(context.Context, string) error) error {
-	all := append(names("fleet", s.n), names("extra", s.samples)...)
+func deleteAll(ctx context.Context, s settings, samples int, e *env, t *tracker, res *fleetResult, del func(context.Context, string) error) error {
+	all := append(names("fleet", s.n), names("extra", samples)...)
 	progress("%s: deleting %d MyProxies", res.Subject, len(all))
 	start := time.Now()
 	if err := parallel(ctx, s.workers, all, del); err != nil {
@@ -356,7 +357,7 @@ func benchLimit(ctx context.Context, s settings, c *cluster) (fleetResult, error
 		res.Latencies = append(res.Latencies, time.Since(start).Seconds())
 	}
 	res.LatencyP50, res.LatencyP99 = percentile(res.Latencies, 50), percentile(res.Latencies, 99)
-	return res, deleteAll(ctx, s, e, t, &res, deleteRendered(dyn, mapper, r, fleetNamespace))
+	return res, deleteAll(ctx, s, s.samples, e, t, &res, deleteRendered(dyn, mapper, r, fleetNamespace))
 }
 
 // benchMemory measures an operator's resident memory with 10 MyProxies, then again after
