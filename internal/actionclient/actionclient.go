@@ -6,12 +6,15 @@ package actionclient
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -111,6 +114,12 @@ func (c *observedClient) Uninstall(name string, opts ...helmclient.UninstallOpti
 		rel = resp.Release
 	}
 	c.report(Uninstall, name, rel, nil, err, start)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
+		// ("no release provided") do not say what is at stake.
+		err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
+			"its objects, until an uninstall succeeds: %w", name, err)
+	}
 	return resp, err
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
@@ -20,8 +21,11 @@ import (
 )
 
 // DigestLabel is the release label holding the digest of the chart and values a revision was
-// rendered from.
-const DigestLabel = "myproxy-operator.gateway.example.com/digest"
+// rendered from; ChartDigestLabel holds the digest of the chart alone.
+const (
+	DigestLabel      = "myproxy-operator.gateway.example.com/digest"
+	ChartDigestLabel = "myproxy-operator.gateway.example.com/chart-digest"
+)
 
 // renderingVersion is part of every digest. Change it when the operator changes what a release
 // renders to for the same chart and values (post-renderers, install or upgrade options), so
@@ -40,21 +44,27 @@ const renderingVersion = "1"
 //
 // Charts whose rendering reads the cluster (the lookup function) are always dry-run: their
 // output can change with the same chart and values.
-func Digested(next helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+//
+// The chart digest also tells an upgrade that a new chart brought (an operator upgrade) from
+// one that a spec change brought. The former wait for rollout, when it is not nil, so that a new
+// chart rolls through a fleet at a bounded rate instead of restarting every proxy at once.
+func Digested(next helmclient.ActionClientGetter, rollout *rate.Limiter) helmclient.ActionClientGetter {
 	charts := &chartDigests{}
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 		ac, err := next.ActionClientFor(ctx, obj)
 		if err != nil {
 			return nil, err
 		}
-		return &digestingClient{ActionInterface: ac, charts: charts}, nil
+		return &digestingClient{ActionInterface: ac, charts: charts, ctx: ctx, rollout: rollout}, nil
 	})
 }
 
 // digestingClient serves one reconcile of one resource.
 type digestingClient struct {
 	helmclient.ActionInterface
-	charts *chartDigests
+	charts  *chartDigests
+	ctx     context.Context // the reconcile's
+	rollout *rate.Limiter
 	// last is what the last Get returned, until an action changes the release. The reconciler
 	// reads the release two or three times in a row; each read lists its revisions.
 	last *release.Release
@@ -81,13 +91,17 @@ func (c *digestingClient) Install(name, namespace string, chrt *chart.Chart, val
 	opts ...helmclient.InstallOption) (*release.Release, error) {
 	c.last = nil
 	if d, ok := c.digest(chrt, vals); ok {
-		opts = append(opts, func(i *action.Install) error { i.Labels = withLabel(i.Labels, DigestLabel, d); return nil })
+		opts = append(opts, func(i *action.Install) error { i.Labels = withDigests(i.Labels, d); return nil })
 	}
 	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 }
 
 func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
 	opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	cur := c.last
+	if cur != nil && cur.Name != name {
+		cur = nil
+	}
 	dryRun := isDryRun(opts)
 	if !dryRun {
 		c.last = nil
@@ -97,14 +111,25 @@ func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, val
 		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	}
 	if dryRun {
-		if cur := c.last; cur != nil && cur.Name == name && cur.Info != nil &&
-			cur.Info.Status == release.StatusDeployed && cur.Labels[DigestLabel] == d {
+		if cur != nil && cur.Info != nil && cur.Info.Status == release.StatusDeployed && cur.Labels[DigestLabel] == d.all {
 			return cur, nil
 		}
 		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	}
-	opts = append(opts, func(u *action.Upgrade) error { u.Labels = withLabel(u.Labels, DigestLabel, d); return nil })
+	if c.rollout != nil && cur != nil && cur.Labels[ChartDigestLabel] != d.chart {
+		if err := c.rollout.Wait(c.ctx); err != nil {
+			return nil, fmt.Errorf("waiting for the chart rollout rate limit: %w", err)
+		}
+	}
+	opts = append(opts, func(u *action.Upgrade) error { u.Labels = withDigests(u.Labels, d); return nil })
 	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+}
+
+// digests of one rendering: of chart and values, and of the chart alone.
+type digests struct{ all, chart string }
+
+func withDigests(labels map[string]string, d digests) map[string]string {
+	return withLabel(withLabel(labels, DigestLabel, d.all), ChartDigestLabel, d.chart)
 }
 
 func withLabel(labels map[string]string, key, value string) map[string]string {
@@ -118,12 +143,14 @@ func withLabel(labels map[string]string, key, value string) map[string]string {
 
 // digest of the chart and values; false when the chart cannot be trusted to render the same
 // from the same inputs, or the values cannot be encoded.
-func (c *digestingClient) digest(chrt *chart.Chart, vals map[string]any) (string, bool) {
+func (c *digestingClient) digest(chrt *chart.Chart, vals map[string]any) (digests, bool) {
 	cd, ok := c.charts.of(chrt)
 	if !ok {
-		return "", false
+		return digests{}, false
 	}
-	return valuesDigest(cd, vals)
+	all, ok := valuesDigest(cd, vals)
+	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
+	return digests{all: all, chart: cd[:32]}, ok
 }
 
 func valuesDigest(chartDigest string, vals map[string]any) (string, bool) {
@@ -132,7 +159,6 @@ func valuesDigest(chartDigest string, vals map[string]any) (string, bool) {
 	if err := json.NewEncoder(h).Encode(vals); err != nil { // map keys are encoded sorted
 		return "", false
 	}
-	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
 	return hex.EncodeToString(h.Sum(nil))[:32], true
 }
 

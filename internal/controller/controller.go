@@ -11,6 +11,7 @@ import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -30,6 +31,7 @@ type Defaults struct {
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
 	MaxReleaseHistory       int
+	ChartRolloutRate        float64 // upgrades per second caused by a new chart; 0: no limit
 }
 
 // Settings is what one reconciler runs with, after merging a watches.yaml entry with Defaults.
@@ -72,15 +74,20 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults, namespaces map[stri
 	if err != nil {
 		return fmt.Errorf("creating the Secret metadata cache: %w", err)
 	}
+	var rollout *rate.Limiter // shared by every kind: the rate is the operator's
+	if d.ChartRolloutRate > 0 {
+		rollout = rate.NewLimiter(rate.Limit(d.ChartRolloutRate), 1)
+	}
 	for _, w := range ws {
-		if err := setupOne(mgr, w, d, metrics, secrets); err != nil {
+		if err := setupOne(mgr, w, d, metrics, secrets, rollout); err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 	}
 	return nil
 }
 
-func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclient.Metrics, secrets cache.Cache) error {
+func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclient.Metrics, secrets cache.Cache,
+	rollout *rate.Limiter) error {
 	s := SettingsFor(w, d)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
@@ -120,7 +127,7 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 		reconciler.SkipDependentWatches(s.SkipDependentWatches),
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Digested(actionclient.Observed(
-			actionclient.Unlocked(actionClientGetter, recorder), actionclient.Events{Recorder: recorder}, metrics))),
+			actionclient.Unlocked(actionClientGetter, recorder), actionclient.Events{Recorder: recorder}, metrics), rollout)),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithPostHook(observed.PostHook()),
 		reconciler.WithValueTranslator(values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}),

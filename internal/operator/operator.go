@@ -123,6 +123,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		ReconcilePeriod:         o.ReconcilePeriod,
 		MaxReleaseHistory:       o.MaxReleaseHistory,
+		ChartRolloutRate:        o.ChartRolloutRate,
 	}, namespaces)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,8 @@ type Options struct {
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
 	MaxReleaseHistory       int
+	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
+	ChartRolloutRate        float64
 	GracefulShutdownTimeout time.Duration
 }
 
@@ -77,6 +79,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"(drift of release objects is still corrected: their changes are watched).")
 	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
 		"Maximum number of revisions kept per Helm release; 0 keeps all.")
+	fs.Float64Var(&o.ChartRolloutRate, "chart-rollout-rate", 5,
+		"Upgrades per second when a new chart (an operator upgrade) changes releases; spec changes "+
+			"are not limited. 0 means no limit.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
 		"How long in-flight reconciles may run after SIGTERM before the process exits.")
 }
@@ -91,6 +96,8 @@ func (o *Options) Validate() error {
 	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d",
 			o.KubeAPIQPS, o.KubeAPIBurst)
+	case o.ChartRolloutRate < 0:
+		return fmt.Errorf("--chart-rollout-rate must not be negative, got %g", o.ChartRolloutRate)
 	case o.MaxReleaseHistory < 0:
 		return fmt.Errorf("--max-release-history must not be negative, got %d", o.MaxReleaseHistory)
 	case o.LeaderElect && o.RenewDeadline >= o.LeaseDuration:

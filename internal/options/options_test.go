@@ -74,6 +74,7 @@ func TestValidate(t *testing.T) {
 		{"zero workers", func(o *Options) { o.MaxConcurrentReconciles = 0 }, "--max-concurrent-reconciles"},
 		{"negative period", func(o *Options) { o.ReconcilePeriod = -time.Second }, "--reconcile-period"},
 		{"negative history", func(o *Options) { o.MaxReleaseHistory = -1 }, "--max-release-history"},
+		{"negative rollout rate", func(o *Options) { o.ChartRolloutRate = -1 }, "--chart-rollout-rate"},
 		{"zero qps", func(o *Options) { o.KubeAPIQPS = 0 }, "--kube-api-qps"},
 		{"zero burst", func(o *Options) { o.KubeAPIBurst = 0 }, "--kube-api-burst"},
 		{"renew after lease", func(o *Options) { o.LeaderElect = true; o.RenewDeadline = o.LeaseDuration }, "renew-deadline"},
