@@ -82,9 +82,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	owned := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner())
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](unfiltered, owner, &handler.EnqueueRequestForObject{}, forPredicates...)).
-		WatchesRawSource(source.Kind[client.Object](unfiltered, ownedKind(deploymentGVK), owned)).
-		WatchesRawSource(source.Kind[client.Object](unfiltered, ownedKind(serviceGVK), owned)).
+		WatchesRawSource(source.Kind[client.Object](unfiltered, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
+		WatchesRawSource(source.Kind[client.Object](unfiltered, ownedKind(deploymentGVK), coalesced(owned))).
+		WatchesRawSource(source.Kind[client.Object](unfiltered, ownedKind(serviceGVK), coalesced(owned))).
 		WatchesRawSource(source.Channel(r.Observed.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Complete(r)
