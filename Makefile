@@ -72,8 +72,9 @@ test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest inte
 
 .PHONY: chaos
 chaos: cluster-build ## The long fault test: CHAOS_CYCLES (default 50) kill -9/restart cycles during changes.
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} \
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_REPORT=$(BIN)/chaos-report.md \
 	  go test -count=1 -timeout 30m -run TestKillDuringChanges -v ./test/integration/
+	@echo "README table (also in $(BIN)/chaos-report.md):" && cat $(BIN)/chaos-report.md
 
 .PHONY: bench
 bench: build $(HELM_OPERATOR) cluster-build ## Benchmark against the stock helm-operator and a client-go limit (N=1000 IDLE=5m; results in bin/bench).

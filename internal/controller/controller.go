@@ -22,6 +22,7 @@ import (
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/internal/values"
 )
@@ -90,7 +91,8 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 	rollout *rate.Limiter) error {
 	s := SettingsFor(w, d)
 	name := fmt.Sprintf("%s-controller", w.Kind)
-	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper())
+	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
+		helmclient.StorageDriverMapper(releasestore.Driver()))
 	if err != nil {
 		return fmt.Errorf("creating Helm action config getter: %w", err)
 	}

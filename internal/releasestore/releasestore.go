@@ -1,0 +1,109 @@
+// Package releasestore keeps Helm release records as helm-operator-plugins does (Secrets in the
+// custom resource's namespace, owned by it) but writes them with optimistic concurrency.
+//
+// Helm updates a record with whatever it last read, without a resourceVersion: the last writer
+// wins. That is harmless while one process acts on a release, which leader election ensures for
+// a live leader: it stops acting before its Lease can pass on. A leader that is frozen instead
+// (a long GC pause, a suspended VM, SIGSTOP) does not stop; when it resumes, its in-flight action
+// goes on writing after another replica may have moved the release on, for instance by marking
+// a pending revision failed and upgrading. Here every update of a record carries the
+// resourceVersion this reconcile read or wrote it with, so the stale writer gets a conflict and
+// its action fails, instead of overwriting newer state; the next reconcile reads afresh.
+package releasestore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Driver is a storage driver mapper for helm-operator-plugins' action config getter.
+func Driver() helmclient.ObjectToStorageDriverMapper {
+	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
+		cs, err := corev1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Secrets client for release records: %w", err)
+		}
+		owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
+		secrets := helmclient.NewOwnerRefSecretClient(cs.Secrets(obj.GetNamespace()),
+			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
+		return driver.NewSecrets(Versioned(secrets)), nil
+	}
+}
+
+// Versioned wraps a Secrets client so that updates carry the resourceVersion last seen through
+// it (by a get, list, create or update) for that Secret.
+func Versioned(next corev1client.SecretInterface) corev1client.SecretInterface {
+	return &versioned{SecretInterface: next, seen: map[string]string{}}
+}
+
+type versioned struct {
+	corev1client.SecretInterface
+	mu   sync.Mutex
+	seen map[string]string // Secret name -> resourceVersion
+}
+
+func (v *versioned) remember(secrets ...corev1.Secret) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, s := range secrets {
+		v.seen[s.Name] = s.ResourceVersion
+	}
+}
+
+func (v *versioned) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
+	s, err := v.SecretInterface.Get(ctx, name, opts)
+	if err == nil {
+		v.remember(*s)
+	}
+	return s, err
+}
+
+func (v *versioned) List(ctx context.Context, opts metav1.ListOptions) (*corev1.SecretList, error) {
+	l, err := v.SecretInterface.List(ctx, opts)
+	if err == nil {
+		v.remember(l.Items...)
+	}
+	return l, err
+}
+
+func (v *versioned) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+	out, err := v.SecretInterface.Create(ctx, s, opts)
+	if err == nil {
+		v.remember(*out)
+	}
+	return out, err
+}
+
+func (v *versioned) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
+	v.mu.Lock()
+	rv, ok := v.seen[s.Name]
+	v.mu.Unlock()
+	if ok && s.ResourceVersion == "" {
+		s = s.DeepCopy()
+		s.ResourceVersion = rv
+	}
+	out, err := v.SecretInterface.Update(ctx, s, opts)
+	if err == nil {
+		v.remember(*out)
+	}
+	return out, err
+}
+
+func (v *versioned) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	err := v.SecretInterface.Delete(ctx, name, opts)
+	if err == nil {
+		v.mu.Lock()
+		delete(v.seen, name)
+		v.mu.Unlock()
+	}
+	return err
+}
