@@ -99,6 +99,17 @@ func (e *env) start(s settings, op operator, logName string) (*operatorProcess, 
 	return p, nil
 }
 
+// freshTracked starts a fresh cluster for a subject and follows its fleet namespace.
+func freshTracked(ctx context.Context, s settings, c *cluster, subject string) (*env, *tracker, error) {
+	progress("%s: starting a fresh cluster", subject)
+	e, err := freshEnv(s, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	return e, t, err
+}
+
 func allDeployed(n int) func(fleet) bool  { return func(f fleet) bool { return f.Deployed >= n } }
 func allAvailable(n int) func(fleet) bool { return func(f fleet) bool { return f.Available >= n } }
 
@@ -108,12 +119,7 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	res := fleetResult{Subject: op.name, N: s.n}
 	ctx, cancel := context.WithCancel(ctx) // the watches end with this subject's cluster
 	defer cancel()
-	progress("%s: starting a fresh cluster", op.name)
-	e, err := freshEnv(s, c)
-	if err != nil {
-		return res, err
-	}
-	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	e, t, err := freshTracked(ctx, s, c, op.name)
 	if err != nil {
 		return res, err
 	}
@@ -293,12 +299,7 @@ func benchLimit(ctx context.Context, s settings, c *cluster) (fleetResult, error
 	res := fleetResult{Subject: subjectLimit, N: s.n}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	progress("%s: starting a fresh cluster", res.Subject)
-	e, err := freshEnv(s, c)
-	if err != nil {
-		return res, err
-	}
-	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	e, t, err := freshTracked(ctx, s, c, res.Subject)
 	if err != nil {
 		return res, err
 	}
@@ -368,12 +369,7 @@ func benchMemory(ctx context.Context, s settings, c *cluster, op operator) (memo
 	m := memoryResult{Subject: op.name, Unrelated: s.unrelated, UnrelatedKiB: sizeKiB}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	progress("%s, memory: starting a fresh cluster", op.name)
-	e, err := freshEnv(s, c)
-	if err != nil {
-		return m, err
-	}
-	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	e, t, err := freshTracked(ctx, s, c, op.name+", memory")
 	if err != nil {
 		return m, err
 	}

@@ -131,42 +131,47 @@ func createRendered(dyn dynamic.Interface, mapper meta.RESTMapper, r renderer, n
 		if err := createProxy(dyn, namespace)(ctx, name); err != nil {
 			return err
 		}
-		objs, err := r.render(namespace, name)
-		if err != nil {
+		return eachRendered(dyn, mapper, r, namespace, name, func(res dynamic.ResourceInterface, o *unstructured.Unstructured) error {
+			_, err := res.Create(ctx, o, metav1.CreateOptions{})
 			return err
-		}
-		for _, o := range objs {
-			m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
-			if err != nil {
-				return err
-			}
-			if _, err := dyn.Resource(m.Resource).Namespace(namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
-				return err
-			}
-		}
-		return nil
+		})
 	}
 }
 
 // deleteRendered deletes what createRendered created.
 func deleteRendered(dyn dynamic.Interface, mapper meta.RESTMapper, r renderer, namespace string) func(context.Context, string) error {
 	return func(ctx context.Context, name string) error {
-		objs, err := r.render(namespace, name)
+		err := eachRendered(dyn, mapper, r, namespace, name, func(res dynamic.ResourceInterface, o *unstructured.Unstructured) error {
+			if err := res.Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		for _, o := range objs {
-			m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
-			if err != nil {
-				return err
-			}
-			err = dyn.Resource(m.Resource).Namespace(namespace).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-		}
 		return deleteProxy(dyn, namespace)(ctx, name)
 	}
+}
+
+// eachRendered calls f with every object the chart renders for the MyProxy name, and the
+// client of its resource.
+func eachRendered(dyn dynamic.Interface, mapper meta.RESTMapper, r renderer, namespace, name string,
+	f func(dynamic.ResourceInterface, *unstructured.Unstructured) error) error {
+	objs, err := r.render(namespace, name)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+		if err != nil {
+			return err
+		}
+		if err := f(dyn.Resource(m.Resource).Namespace(namespace), o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // leftovers counts what is left in the namespace of the releases: objects of the chart and Helm
