@@ -137,7 +137,8 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 //   - no Secrets (see below);
 //   - no managed fields, which are often the larger part of an object.
 //
-// The custom resources themselves are cached whole (the watch's selector applies).
+// The custom resources are cached but for their managed fields, as the watch's selector picks
+// them (an invalid selector is reported when its reconciler is set up).
 func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.Options {
 	// "owner exists and does not": no Secret. The Helm reconciler watches Secrets for its
 	// release records, whose events eventFilters drops anyway; TLS Secrets are watched through
