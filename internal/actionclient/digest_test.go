@@ -79,6 +79,19 @@ func digestedClientWith(t *testing.T, fake *recordingClient, rollout *rate.Limit
 	return ac
 }
 
+// dryRunsOfAReconcile runs what the reconciler does to decide on an upgrade (read the release,
+// then a dry-run upgrade) and returns how many dry runs reached Helm.
+func dryRunsOfAReconcile(t *testing.T, fake *recordingClient, chrt *chart.Chart, vals map[string]any) int {
+	t.Helper()
+	fake.dryRuns = 0
+	ac := digestedClient(t, fake)
+	_, _ = ac.Get("p")
+	if _, err := ac.Upgrade("p", "ns", chrt, vals, dryRun); err != nil {
+		t.Fatal(err)
+	}
+	return fake.dryRuns
+}
+
 func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
 	chrt := testChart("kind: ConfigMap")
 	vals := map[string]any{"replicas": 2}
@@ -112,15 +125,9 @@ func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
 		},
 	}
 	for what, change := range changes {
-		fake.dryRuns = 0
-		ac := digestedClient(t, fake)
-		_, _ = ac.Get("p")
 		c, v := change()
-		if _, err := ac.Upgrade("p", "ns", c, v, dryRun); err != nil {
-			t.Fatal(err)
-		}
-		if fake.dryRuns != 1 {
-			t.Errorf("changed %s: dry runs = %d, want 1", what, fake.dryRuns)
+		if n := dryRunsOfAReconcile(t, fake, c, v); n != 1 {
+			t.Errorf("changed %s: dry runs = %d, want 1", what, n)
 		}
 	}
 }
@@ -130,11 +137,8 @@ func TestDigestNeverSkipsForAReleaseThatIsNotDeployed(t *testing.T) {
 	fake := &recordingClient{}
 	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, vals)
 	fake.rel.Info.Status = release.StatusFailed
-	ac := digestedClient(t, fake)
-	_, _ = ac.Get("p")
-	_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
-	if fake.dryRuns != 1 {
-		t.Errorf("failed release: dry runs = %d, want 1", fake.dryRuns)
+	if n := dryRunsOfAReconcile(t, fake, chrt, vals); n != 1 {
+		t.Errorf("failed release: dry runs = %d, want 1", n)
 	}
 }
 
@@ -146,11 +150,8 @@ func TestDigestNeverSkipsForChartsThatLookUpTheCluster(t *testing.T) {
 	if _, ok := fake.labels[DigestLabel]; ok {
 		t.Errorf("a chart using lookup got a digest label")
 	}
-	ac := digestedClient(t, fake)
-	_, _ = ac.Get("p")
-	_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
-	if fake.dryRuns != 1 {
-		t.Errorf("lookup chart: dry runs = %d, want 1", fake.dryRuns)
+	if n := dryRunsOfAReconcile(t, fake, chrt, vals); n != 1 {
+		t.Errorf("lookup chart: dry runs = %d, want 1", n)
 	}
 }
 
