@@ -21,7 +21,8 @@ const ReasonReleaseUnlocked = "ReleaseUnlocked"
 //
 // When a reconcile reads a pending release, nothing else can be acting on it: reconciles of one
 // resource never overlap, and with leader election a former leader stops acting before its
-// Lease can pass to another replica (the renew deadline is shorter than the lease duration).
+// Lease can pass to another replica (the renew deadline is shorter than the lease duration; a
+// leader that was paused instead is fenced by package leasefence).
 // So the pending revision is marked failed, with a description saying why, and the reconciler
 // goes on as after any failed action: it upgrades from there (Helm upgrades a failed release,
 // even one that never deployed), adopting whatever objects the interrupted action created.

@@ -13,18 +13,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/eventfilter"
+	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/status"
@@ -46,7 +51,9 @@ const errLeaderElectionLost = "leader election lost"
 // then exit and their Pod restarts, and a long outage becomes a crash loop. Run instead waits
 // out the renew deadline, so that whatever the old manager had in flight has failed or finished,
 // and campaigns again with a new manager in the same process. The Lease still guarantees that
-// one replica reconciles at a time: the new manager acts only once it holds the Lease again.
+// one replica reconciles at a time: the new manager acts only once it holds the Lease again, and
+// the old one's clients are fenced (package leasefence): whatever it still has in flight when
+// the process resumes from a pause cannot write.
 func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) error {
 	log := ctrl.Log.WithName("setup")
 	for again := false; ; again = true {
@@ -60,7 +67,7 @@ func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces ma
 		} else if err = mgr.Start(ctx); ctx.Err() != nil || err == nil || err.Error() != errLeaderElectionLost {
 			return err
 		} else {
-			log.Info("lost the leader Lease (apiserver unreachable?); campaigning again",
+			log.Info("lost the leader Lease (apiserver unreachable, or this process paused?); campaigning again",
 				"after", o.RenewDeadline.String())
 		}
 		select {
@@ -89,18 +96,35 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
+	var fencedLock resourcelock.Interface // nil without leader election
+	events := &managerEvents{}
+	if o.LeaderElect {
+		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{
+			LeaderElection:          true,
+			LeaderElectionID:        o.LeaderElectionID,
+			LeaderElectionNamespace: o.LeaderElectionNamespace,
+			RenewDeadline:           o.RenewDeadline,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating the leader election lock: %w", err)
+		}
+		// Every client the manager builds writes only while this replica surely leads; the
+		// lock's own client (built above) is not fenced.
+		fence := leasefence.New(lock, o.RenewDeadline)
+		cfg.Wrap(fence.WrapTransport)
+		fencedLock = fence
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:                       metrics,
-		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		PprofBindAddress:              o.PprofBindAddress,
-		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              o.LeaderElectionID,
-		LeaderElectionNamespace:       o.LeaderElectionNamespace,
-		LeaseDuration:                 &leaseDuration,
-		RenewDeadline:                 &renewDeadline,
-		RetryPeriod:                   &retryPeriod,
-		LeaderElectionReleaseOnCancel: true, // hand over at once on SIGTERM
-		GracefulShutdownTimeout:       &o.GracefulShutdownTimeout,
+		Metrics:                             metrics,
+		HealthProbeBindAddress:              o.HealthProbeBindAddress,
+		PprofBindAddress:                    o.PprofBindAddress,
+		LeaderElection:                      o.LeaderElect,
+		LeaderElectionResourceLockInterface: fencedLock,
+		LeaseDuration:                       &leaseDuration,
+		RenewDeadline:                       &renewDeadline,
+		RetryPeriod:                         &retryPeriod,
+		LeaderElectionReleaseOnCancel:       true, // hand over at once on SIGTERM
+		GracefulShutdownTimeout:             &o.GracefulShutdownTimeout,
 		// Controller names are unique per process; a manager built to campaign again reuses them.
 		Controller: config.Controller{SkipNameValidation: &again},
 		Cache:      cacheOptions(ws, namespaces),
@@ -113,6 +137,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
+	events.mgr = mgr
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -129,6 +154,31 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// managerEvents lends the manager's event recorders to the leader election lock, which is built
+// before the manager and records Events only once the manager runs.
+type managerEvents struct{ mgr ctrl.Manager }
+
+func (e *managerEvents) GetEventRecorderFor(name string) record.EventRecorder {
+	return &lentRecorder{events: e, name: name}
+}
+
+type lentRecorder struct {
+	events *managerEvents
+	name   string
+}
+
+func (r *lentRecorder) Event(obj runtime.Object, eventType, reason, message string) {
+	r.events.mgr.GetEventRecorderFor(r.name).Event(obj, eventType, reason, message)
+}
+
+func (r *lentRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
+	r.events.mgr.GetEventRecorderFor(r.name).Eventf(obj, eventType, reason, format, args...)
+}
+
+func (r *lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
+	r.events.mgr.GetEventRecorderFor(r.name).AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
 }
 
 // cacheOptions keep in memory only what the operator acts on:

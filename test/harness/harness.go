@@ -236,6 +236,15 @@ func (o *Operator) Kill() {
 	<-o.done
 }
 
+// Signal sends sig to the process: SIGSTOP and SIGCONT freeze and resume it, as a long GC
+// pause, a suspended VM or a stalled node would.
+func (o *Operator) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := o.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("sending %s to the operator: %v", sig, err)
+	}
+}
+
 // FreeAddr returns a loopback address with a port that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()

@@ -2,13 +2,23 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -18,11 +28,8 @@ func TestLeaderElectionHandover(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	ns := harness.Namespace(t, c, nil)
-	const lease = 4 * time.Second
 	leaseID := "myproxy-" + ns
-	args := []string{"--leader-elect", "--leader-election-namespace=" + ns, "--leader-election-id=" + leaseID,
-		"--leader-election-lease-duration=" + lease.String(), "--leader-election-renew-deadline=3s",
-		"--leader-election-retry-period=500ms"}
+	args := leaderElectionArgs(ns, leaseID)
 	ops := []*harness.Operator{startOperatorWith(t, args...), startOperatorWith(t, args...)}
 
 	leader := func() int {
@@ -87,6 +94,115 @@ func TestLeaderElectionHandover(t *testing.T) {
 	if took := time.Since(stopped); took > lease*3/4 {
 		t.Errorf("handover after SIGTERM took %s: the Lease was not released", took)
 	}
+}
+
+// lease is the leader election Lease duration of the leader tests (3 s renew deadline).
+const lease = 4 * time.Second
+
+func leaderElectionArgs(ns, leaseID string) []string {
+	return []string{"--leader-elect", "--leader-election-namespace=" + ns, "--leader-election-id=" + leaseID,
+		"--leader-election-lease-duration=" + lease.String(), "--leader-election-renew-deadline=3s",
+		"--leader-election-retry-period=500ms"}
+}
+
+// A leader that freezes mid-install (SIGSTOP here; a long GC pause, a suspended VM or a stalled
+// node in production) loses its Lease without knowing it. The other replica takes over and
+// finishes the work. When the frozen one resumes, its in-flight Helm actions go on where they
+// stopped; they must not undo the new leader's work: no object deleted or replaced, no release
+// record written or removed, no MyProxy set back from Deployed.
+func TestFrozenLeaderDoesNotUndoTheNewLeader(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	ns := harness.Namespace(t, c, nil)
+	args := leaderElectionArgs(ns, "myproxy-"+ns)
+	frozen := startOperatorWith(t, args...)
+	harness.Eventually(t, 30*time.Second, "the first replica leads", func(context.Context) (bool, string) {
+		return acquired(frozen), "no leader yet"
+	})
+	successor := startOperatorWith(t, args...)
+
+	const n = 20
+	for i := range n {
+		if err := c.Create(ctx, harness.MyProxy(ns, fmt.Sprintf("p%d", i), map[string]any{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.Eventually(t, timeout, "an install in flight", func(ctx context.Context) (bool, string) {
+		var list corev1.SecretList
+		err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "status": "pending-install"})
+		return err == nil && len(list.Items) > 0, fmt.Sprintf("no pending-install release yet (%v)", err)
+	})
+	frozen.Signal(t, syscall.SIGSTOP)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			frozen.Signal(t, syscall.SIGCONT)
+		}
+	})
+	harness.Eventually(t, 2*lease+5*time.Second, "the other replica takes over", func(context.Context) (bool, string) {
+		return acquired(successor), "still waiting for the Lease"
+	})
+	for i := range n {
+		harness.WaitForCondition(t, c, ns, fmt.Sprintf("p%d", i), "Deployed", "True", timeout)
+	}
+	before := releaseState(t, c, ns)
+
+	frozen.Signal(t, syscall.SIGCONT)
+	resumed = true
+	harness.Eventually(t, 30*time.Second, "the resumed replica notices it lost the Lease", func(context.Context) (bool, string) {
+		return strings.Contains(frozen.Log(), "lost the leader Lease"), "it has not noticed yet"
+	})
+	harness.Consistently(t, 5*time.Second, "the new leader's work stays as it was", func(context.Context) (bool, string) {
+		after := releaseState(t, c, ns)
+		for k, v := range before {
+			if after[k] != v {
+				return false, fmt.Sprintf("%s was %q, now %q", k, v, after[k])
+			}
+		}
+		return len(after) == len(before), fmt.Sprintf("%d objects, was %d", len(after), len(before))
+	})
+	if exited, err := frozen.Exited(); exited {
+		t.Errorf("the resumed replica exited (%v) instead of campaigning again", err)
+	}
+	t.Logf("the resumed replica refused %d writes", strings.Count(frozen.Log(), "refusing to write"))
+}
+
+// releaseState maps every release object, release record and MyProxy in ns to what a stale
+// writer would change: the UID of objects (a delete and re-create changes it), the
+// resourceVersion of records, the Deployed condition of MyProxies.
+func releaseState(t *testing.T, c client.Client, ns string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	state := map[string]string{}
+	lists := map[string]client.ObjectList{"Deployment": &appsv1.DeploymentList{}, "Service": &corev1.ServiceList{},
+		"ConfigMap": &corev1.ConfigMapList{}}
+	for kind, list := range lists {
+		if err := c.List(ctx, list, client.InNamespace(ns), client.HasLabels{managedlabel.Key}); err != nil {
+			t.Fatal(err)
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			m := o.(metav1.Object)
+			state[kind+"/"+m.GetName()] = string(m.GetUID())
+			return nil
+		})
+	}
+	var records corev1.SecretList
+	if err := c.List(ctx, &records, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records.Items {
+		state["record/"+r.Name] = r.ResourceVersion
+	}
+	mps := &unstructured.UnstructuredList{}
+	mps.SetGroupVersionKind(harness.MyProxyGVK.GroupVersion().WithKind("MyProxyList"))
+	if err := c.List(ctx, mps, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range mps.Items {
+		st, reason, _ := harness.Condition(&mps.Items[i], "Deployed")
+		state["myproxy/"+mps.Items[i].GetName()] = st + "/" + reason
+	}
+	return state
 }
 
 func acquired(op *harness.Operator) bool {

@@ -1,0 +1,121 @@
+// Package leasefence keeps a replica that lost the leader Lease without knowing it from writing
+// to the cluster.
+//
+// Leader election protects against a leader that dies or loses the apiserver: a live leader that
+// cannot renew its Lease gives up leadership after the renew deadline, before any other replica
+// may take over (after the lease duration). A leader that is frozen instead (a long GC pause, a
+// suspended VM, a stalled node, SIGSTOP) notices nothing: when it resumes, its in-flight Helm
+// actions go on from where they stopped, possibly minutes after another replica took over and
+// finished the same work. Unfenced, a resumed install then failed on the objects the new leader
+// had created, and helm-operator-plugins' uninstall-on-failure deleted them.
+//
+// A Fence wraps the leader election lock to time every renewal of the Lease by this replica, on
+// the monotonic clock, which runs on while the process is stopped. Wrapped around the transport
+// of the manager's clients, it refuses every request that writes once the last renewal is older
+// than the renew deadline: by then a live leader would have stepped down itself, and the lease
+// duration leaves the difference for requests already on the wire.
+//
+// What it cannot close: a request checked just before the freeze and sent just after. Release
+// records are also written with optimistic concurrency (package releasestore), so that such a
+// straggler cannot overwrite a newer record.
+package leasefence
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Fence is a leader election lock that knows whether this replica may still act as the leader.
+type Fence struct {
+	resourcelock.Interface
+	validFor time.Duration
+	now      func() time.Time
+
+	mu      sync.Mutex
+	renewed time.Time // when the last successful write of the Lease naming this replica was sent; zero: not leading
+}
+
+// New wraps lock; writes are allowed for validFor (the renew deadline) after each renewal.
+func New(lock resourcelock.Interface, validFor time.Duration) *Fence {
+	return &Fence{Interface: lock, validFor: validFor, now: time.Now}
+}
+
+// Create implements resourcelock.Interface.
+func (f *Fence) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return f.write(ctx, ler, f.Interface.Create)
+}
+
+// Update implements resourcelock.Interface.
+func (f *Fence) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return f.write(ctx, ler, f.Interface.Update)
+}
+
+func (f *Fence) write(ctx context.Context, ler resourcelock.LeaderElectionRecord,
+	next func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	// The time before sending: the apiserver stores the renewal later, and other replicas count
+	// the lease duration from when they see it, later still.
+	sent := f.now()
+	err := next(ctx, ler)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case ler.HolderIdentity != f.Identity():
+		f.renewed = time.Time{} // releasing the Lease (on shutdown), whether or not that succeeded
+	case err == nil:
+		f.renewed = sent
+	}
+	return err
+}
+
+// Check returns an error unless this replica holds the Lease, renewed within the renew deadline.
+func (f *Fence) Check() error {
+	f.mu.Lock()
+	renewed := f.renewed
+	f.mu.Unlock()
+	if renewed.IsZero() {
+		return fmt.Errorf("this replica does not hold the leader Lease %s", f.Describe())
+	}
+	if age := f.now().Sub(renewed); age >= f.validFor {
+		return fmt.Errorf("this replica last renewed the leader Lease %s %s ago, longer than the renew deadline %s: "+
+			"another replica may lead now", f.Describe(), age.Round(time.Millisecond), f.validFor)
+	}
+	return nil
+}
+
+// WrapTransport fences the requests of a client that can write: use it as a rest.Config's
+// WrapTransport for every client of the manager but the leader election's own.
+func (f *Fence) WrapTransport(next http.RoundTripper) http.RoundTripper {
+	return &transport{next: next, fence: f}
+}
+
+type transport struct {
+	next  http.RoundTripper
+	fence *Fence
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if writes(req) {
+		if err := t.fence.Check(); err != nil {
+			return nil, fmt.Errorf("refusing to write (%s %s): %w", req.Method, req.URL.Path, err)
+		}
+	}
+	return t.next.RoundTrip(req)
+}
+
+// writes tells whether a request may change the cluster.
+func writes(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	// Token and access reviews ask a question and change nothing; the metrics endpoint of every
+	// replica, leader or not, asks them of each scraper.
+	p := req.URL.Path
+	return !strings.Contains(p, "/apis/authentication.k8s.io/") && !strings.Contains(p, "/apis/authorization.k8s.io/")
+}

@@ -1,0 +1,147 @@
+package leasefence
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// lock is a resourcelock.Interface whose writes succeed unless failing is set.
+type lock struct {
+	resourcelock.Interface // only Create, Update, Identity and Describe are called
+	failing                bool
+}
+
+func (l *lock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return l.err() }
+func (l *lock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return l.err() }
+func (l *lock) Identity() string                                                { return "me" }
+func (l *lock) Describe() string                                                { return "ns/lease" }
+func (l *lock) err() error {
+	if l.failing {
+		return errors.New("conflict")
+	}
+	return nil
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newFence() (*Fence, *lock, *clock) {
+	l, c := &lock{}, &clock{t: time.Unix(1000, 0)}
+	f := New(l, 10*time.Second)
+	f.now = c.now
+	return f, l, c
+}
+
+func TestCheckFollowsRenewals(t *testing.T) {
+	ctx := context.Background()
+	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+	f, l, c := newFence()
+	if err := f.Check(); err == nil || !strings.Contains(err.Error(), "does not hold") {
+		t.Errorf("before acquiring: %v, want an error saying it does not hold the Lease", err)
+	}
+	if err := f.Create(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(9 * time.Second)
+	if err := f.Check(); err != nil {
+		t.Errorf("9 s after acquiring (renew deadline 10 s): %v", err)
+	}
+	c.t = c.t.Add(time.Second)
+	if err := f.Check(); err == nil || !strings.Contains(err.Error(), "10s ago") {
+		t.Errorf("10 s after acquiring: %v, want an error giving the age of the renewal", err)
+	}
+	if err := f.Update(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); err != nil {
+		t.Errorf("after a renewal: %v", err)
+	}
+
+	// A failed renewal does not extend the Lease.
+	c.t = c.t.Add(6 * time.Second)
+	l.failing = true
+	if err := f.Update(ctx, mine); err == nil {
+		t.Fatal("the lock's error was not returned")
+	}
+	c.t = c.t.Add(5 * time.Second)
+	if err := f.Check(); err == nil {
+		t.Error("11 s after the last successful renewal, writes are still allowed")
+	}
+
+	// Releasing the Lease ends leadership at once, even when the release fails.
+	l.failing = false
+	if err := f.Update(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	l.failing = true
+	_ = f.Update(ctx, resourcelock.LeaderElectionRecord{})
+	if err := f.Check(); err == nil {
+		t.Error("after releasing the Lease, writes are still allowed")
+	}
+}
+
+func TestTransportFencesWritesOnly(t *testing.T) {
+	f, _, c := newFence()
+	var reached []string
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached = append(reached, r.Method+" "+r.URL.Path)
+	}))
+	defer server.Close()
+	client := &http.Client{Transport: f.WrapTransport(http.DefaultTransport)}
+	do := func(method, path string) error {
+		req, err := http.NewRequest(method, server.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+
+	// Not leading: reads and reviews pass, writes are refused.
+	requests := []struct {
+		method, path string
+		write        bool
+	}{
+		{http.MethodGet, "/api/v1/namespaces/a/secrets", false},
+		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", false},
+		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", false},
+		{http.MethodPost, "/api/v1/namespaces/a/configmaps", true},
+		{http.MethodPut, "/apis/apps/v1/namespaces/a/deployments/d", true},
+		{http.MethodPatch, "/apis/apps/v1/namespaces/a/deployments/d", true},
+		{http.MethodDelete, "/api/v1/namespaces/a/services/s", true},
+	}
+	for _, r := range requests {
+		err := do(r.method, r.path)
+		if r.write && (err == nil || !strings.Contains(err.Error(), "refusing to write ("+r.method+" "+r.path+")")) {
+			t.Errorf("%s %s while not leading: %v, want refused", r.method, r.path, err)
+		}
+		if !r.write && err != nil {
+			t.Errorf("%s %s while not leading: %v, want it sent", r.method, r.path, err)
+		}
+	}
+	if len(reached) != 3 {
+		t.Errorf("the server got %v, want only the read and the reviews", reached)
+	}
+
+	// Leading: everything passes.
+	if err := f.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(time.Second)
+	for _, r := range requests {
+		if err := do(r.method, r.path); err != nil {
+			t.Errorf("%s %s while leading: %v", r.method, r.path, err)
+		}
+	}
+}
