@@ -71,9 +71,10 @@ test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest inte
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./...
 
 .PHONY: chaos
-chaos: cluster-build ## The long fault test: CHAOS_CYCLES (default 50) kill -9/restart cycles during changes.
+chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles during changes, FAILED_UPGRADES (1000).
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_REPORT=$(BIN)/chaos-report.md \
-	  go test -count=1 -timeout 30m -run TestKillDuringChanges -v ./test/integration/
+	  FAILED_UPGRADES=$${FAILED_UPGRADES:-1000} go test -count=1 -timeout 45m -v \
+	  -run 'TestKillDuringChanges|TestRepeatedlyFailingUpgradeStaysBounded' ./test/integration/
 	@echo "README table (also in $(BIN)/chaos-report.md):" && cat $(BIN)/chaos-report.md
 
 .PHONY: bench

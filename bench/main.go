@@ -46,6 +46,7 @@ type settings struct {
 	subjects         []string
 	portBase         int
 	ourBin, stockBin string
+	ourArgs          []string // extra flags for this operator
 }
 
 func main() {
@@ -79,6 +80,8 @@ func loadSettings() (settings, error) {
 	if v := os.Getenv("SUBJECTS"); v != "" {
 		s.subjects = strings.Split(v, ",")
 	}
+	// e.g. OPERATOR_ARGS=--pprof-bind-address=127.0.0.1:6060 to profile this operator under load
+	s.ourArgs = strings.Fields(os.Getenv("OPERATOR_ARGS"))
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}

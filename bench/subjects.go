@@ -33,7 +33,7 @@ type operator struct {
 func ours(s settings) operator {
 	return operator{name: subjectOurs, user: "bench-myproxy-operator", bin: s.ourBin, samples: s.samples,
 		args: func(m, h string) []string {
-			return []string{"--metrics-bind-address=" + m, "--health-probe-bind-address=" + h}
+			return append([]string{"--metrics-bind-address=" + m, "--health-probe-bind-address=" + h}, s.ourArgs...)
 		}}
 }
 

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +23,10 @@ import (
 )
 
 // Passes the schema, but the apiserver refuses the Deployment: a node affinity needs a term.
-const badAffinity = `{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}}`
+const (
+	badAffinityValue = `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}`
+	badAffinity      = `{"affinity":` + badAffinityValue + `}`
+)
 
 // A missing TLS Secret is named in a condition and an Event; creating it recovers at once.
 func TestMissingTLSSecretRecoversWhenCreated(t *testing.T) {
@@ -156,4 +163,90 @@ func eventCount(t *testing.T, c client.Client, ns, name, reason string) int32 {
 		}
 	}
 	return n
+}
+
+// An upgrade that fails on every attempt, FAILED_UPGRADES times (100 in make test, 1000 in make
+// chaos): each attempt is driven by a spec change, which a queue in backoff still takes at once.
+// The release history stays at its maximum, the condition still says why, retries have backed
+// off to their cap (no attempt comes without a change), and fixing the spec deploys at once.
+func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
+	const maxHistory = 3
+	attempts := 100
+	if v, err := strconv.Atoi(os.Getenv("FAILED_UPGRADES")); err == nil && v > 0 {
+		attempts = v
+	}
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	addr := harness.FreeAddr(t)
+	startOperatorWith(t, fmt.Sprintf("--max-release-history=%d", maxHistory), "--metrics-bind-address="+addr)
+	ns := harness.Namespace(t, c, nil)
+	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", timeout)
+
+	failures := func() int { return int(helmFailures(t, addr, "upgrade")) }
+	start := time.Now()
+	for i := range attempts {
+		before := failures()
+		// Alternate the replicas so that every patch is a change.
+		patchSpec(t, c, ns, "edge", fmt.Sprintf(`{"affinity":%s,"replicas":%d}`, badAffinityValue, 1+i%2))
+		harness.Eventually(t, timeout, fmt.Sprintf("upgrade attempt %d fails", i+1), func(context.Context) (bool, string) {
+			n := failures()
+			return n > before, fmt.Sprintf("%d failed upgrades", n)
+		})
+	}
+	total := failures()
+	t.Logf("%d failed upgrades in %s", total, time.Since(start).Round(time.Second))
+
+	secrets, err := releaseSecrets(ctx, c, ns, "edge")
+	if err != nil || len(secrets) > maxHistory {
+		t.Errorf("%d revisions stored after %d failed upgrades (err %v), max %d", len(secrets), total, err, maxHistory)
+	}
+	mp, err := harness.GetMyProxy(ctx, c, ns, "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _, msg := harness.Condition(mp, "Irreconcilable"); st != "True" || !strings.Contains(msg, "nodeSelectorTerms") {
+		t.Errorf("Irreconcilable %s %q does not say what is wrong", st, msg)
+	}
+	// After that many failures the backoff is at its cap (1000 s): no retry comes on its own.
+	time.Sleep(5 * time.Second)
+	if n := failures(); n > total+1 {
+		t.Errorf("%d more failed upgrades within 5 s of the last change: retries have not backed off", n-total)
+	}
+
+	fixed := time.Now()
+	patchSpec(t, c, ns, "edge", `{"affinity":null,"replicas":2}`)
+	harness.WaitForCondition(t, c, ns, "edge", "Irreconcilable", "False", timeout)
+	waitDeployment(t, c, ns, "edge", "upgraded after the fix", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 2 })
+	if took := time.Since(fixed); took > 5*time.Second {
+		t.Errorf("the fix took %s to deploy", took)
+	}
+}
+
+// helmFailures scrapes the operator's plain-HTTP metrics at addr for the failures of an action,
+// all reasons together (0 before the first).
+func helmFailures(t *testing.T, addr, action string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "myproxy_operator_helm_action_failures_total{") && strings.Contains(line, `action="`+action+`"`) {
+			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+			if err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			sum += v
+		}
+	}
+	return sum
 }
