@@ -21,7 +21,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/helmconfig"
-	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/internal/values"
@@ -107,7 +106,6 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 		// rendering is checked against the API by the chart tests.
 		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
 		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
-		helmclient.AppendPostRenderers(managedlabel.PostRenderer()),
 	)
 	if err != nil {
 		return fmt.Errorf("creating Helm action client getter: %w", err)

@@ -1,5 +1,6 @@
 // Package helmconfig wraps helm-operator-plugins' ActionConfigGetter so that what Helm learns
-// about the cluster is learnt once per operator, not once per reconcile.
+// about the cluster is learnt once per operator, not once per reconcile, and so that the
+// objects Helm builds carry the release-object label (package managedlabel).
 //
 // The plugins build a fresh action.Configuration for every reconcile. Helm then, for every
 // action, asks the apiserver for its version (KubeClient.IsReachable, and again to compute
@@ -12,6 +13,7 @@ package helmconfig
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -21,6 +23,8 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/managedlabel"
 )
 
 // TTL is how long learnt Capabilities and a successful reachability check are reused. New API
@@ -103,11 +107,23 @@ func (g *Getter) reachable(check func() error) error {
 	return nil
 }
 
-// kubeClient is Helm's own client with a shared reachability check. Embedding the concrete
-// type keeps every optional interface Helm looks for (waiting, deletion propagation...).
+// kubeClient is Helm's own client with a shared reachability check, which labels every object
+// it builds as a release object (package managedlabel). Embedding the concrete type keeps every
+// optional interface Helm looks for (waiting, deletion propagation...).
 type kubeClient struct {
 	*kube.Client
 	getter *Getter
+}
+
+// Build implements kube.Interface. Helm builds every manifest it applies, and the plugins'
+// owner-reference post-renderer builds each rendered manifest through this client too, so the
+// label reaches the objects and the manifest stored in the release.
+func (c *kubeClient) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
+	objs, err := c.Client.Build(reader, validate)
+	if err != nil {
+		return objs, err
+	}
+	return objs, managedlabel.Label(objs)
 }
 
 // IsReachable implements kube.Interface. Every action starts with it; when the apiserver is in

@@ -6,24 +6,22 @@
 // in the watched namespaces: all ConfigMaps of the cluster when watching all namespaces. With
 // the label on release objects, the cache selects on it (as the stock helm-operator does with
 // its chart label), and the operator's memory does not grow with unrelated objects.
+//
+// The label is set on the objects Helm's kube client builds from a manifest (package
+// helmconfig), not by a post-renderer: helm-operator-plugins' owner-reference post-renderer
+// already builds and re-serialises every rendered manifest through that client, so the label
+// lands in the manifest stored in the release at no cost, where a post-renderer of its own cost
+// a YAML parse and a YAML serialisation of every manifest (5% of the operator's CPU while a
+// fleet converged).
 package managedlabel
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/postrender"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
+	"k8s.io/cli-runtime/pkg/resource"
 )
 
 // Key and Value of the label on every object of every release.
@@ -35,46 +33,22 @@ const (
 // Selector selects the labelled objects.
 func Selector() labels.Selector { return labels.SelectorFromSet(labels.Set{Key: Value}) }
 
-// PostRenderer is a helm-operator-plugins post-renderer provider that adds the label.
-func PostRenderer() helmclient.PostRendererProvider {
-	return func(meta.RESTMapper, kube.Interface, client.Object) postrender.PostRenderer { return postRenderer{} }
-}
-
-type postRenderer struct{}
-
-// Run labels each object of the rendered manifest.
-func (postRenderer) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
-	out := &bytes.Buffer{}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(in))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("labelling rendered objects: %w", err)
-		}
-		j, err := yaml.YAMLToJSON(doc)
+// Label adds the label to every object of a list built by Helm's kube client.
+func Label(objs kube.ResourceList) error {
+	return objs.Visit(func(info *resource.Info, err error) error {
 		if err != nil {
-			return nil, fmt.Errorf("labelling rendered objects: %w", err)
+			return err
 		}
-		if len(bytes.TrimSpace(j)) == 0 || string(bytes.TrimSpace(j)) == "null" {
-			continue // an empty document, or only comments
+		m, err := meta.Accessor(info.Object)
+		if err != nil {
+			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
 		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(j); err != nil { // keeps integers integers
-			return nil, fmt.Errorf("labelling rendered objects: %w", err)
-		}
-		l := u.GetLabels()
+		l := m.GetLabels()
 		if l == nil {
 			l = map[string]string{}
 		}
 		l[Key] = Value
-		u.SetLabels(l)
-		b, err := yaml.Marshal(u.Object)
-		if err != nil {
-			return nil, err
-		}
-		out.WriteString("---\n")
-		out.Write(b)
-	}
+		m.SetLabels(l)
+		return nil
+	})
 }

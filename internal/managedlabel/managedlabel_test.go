@@ -1,104 +1,57 @@
 package managedlabel
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/kube"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/resource"
 )
 
-func TestPostRendererLabelsEveryObjectAndKeepsTheRest(t *testing.T) {
-	in := `---
-# Source: myproxy/templates/configmap.yaml
-apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: p
-  labels: {app.kubernetes.io/name: myproxy}
-data: {nginx.conf: "events {}\n"}
----
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: p}
-spec: {replicas: 2}
-`
-	out, err := PostRenderer()(nil, nil, nil).Run(bytes.NewBufferString(in))
-	if err != nil {
+func info(obj runtime.Object) *resource.Info {
+	u, _ := obj.(*unstructured.Unstructured)
+	i := &resource.Info{Object: obj, Mapping: &meta.RESTMapping{}}
+	if u != nil {
+		i.Name = u.GetName()
+		i.Mapping.GroupVersionKind = u.GroupVersionKind()
+	}
+	return i
+}
+
+func TestLabelMarksEveryObjectAndKeepsTheRest(t *testing.T) {
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "p", "labels": map[string]any{"app.kubernetes.io/name": "myproxy"}},
+		"data":     map[string]any{"nginx.conf": "events {}\n"},
+	}}
+	dep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "p"},
+		"spec": map[string]any{"replicas": int64(2)},
+	}}
+	if err := Label(kube.ResourceList{info(cm), info(dep)}); err != nil {
 		t.Fatal(err)
 	}
-	rendered := out.String()
-	dec := utilyaml.NewYAMLOrJSONDecoder(out, 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
-	if len(objs) != 2 {
-		t.Fatalf("rendered %d objects, want 2:\n%s", len(objs), out)
-	}
-	for _, o := range objs {
+	for _, o := range []*unstructured.Unstructured{cm, dep} {
 		if !Selector().Matches(labels.Set(o.GetLabels())) {
 			t.Errorf("%s %s not labelled: %v", o.GetKind(), o.GetName(), o.GetLabels())
 		}
 	}
-	if objs[0].GetLabels()["app.kubernetes.io/name"] != "myproxy" {
-		t.Errorf("the chart's own labels were lost: %v", objs[0].GetLabels())
+	if cm.GetLabels()["app.kubernetes.io/name"] != "myproxy" {
+		t.Errorf("the chart's own labels were lost: %v", cm.GetLabels())
 	}
-	if conf, _, _ := unstructured.NestedString(objs[0].Object, "data", "nginx.conf"); conf != "events {}\n" {
+	if conf, _, _ := unstructured.NestedString(cm.Object, "data", "nginx.conf"); conf != "events {}\n" {
 		t.Errorf("data changed: %q", conf)
 	}
-	if !strings.Contains(rendered, "replicas: 2\n") {
-		t.Errorf("spec changed (want replicas: 2, an integer):\n%s", rendered)
+	if r, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); r != 2 {
+		t.Errorf("spec changed: replicas %d", r)
 	}
 }
 
-func TestPostRendererRefusesBrokenYAML(t *testing.T) {
-	_, err := PostRenderer()(nil, nil, nil).Run(bytes.NewBufferString("kind: [unclosed"))
-	if err == nil || !strings.Contains(err.Error(), "labelling") {
-		t.Errorf("error = %v, want one that says what failed", err)
+func TestLabelRefusesAnObjectWithoutMetadata(t *testing.T) {
+	if err := Label(kube.ResourceList{info(&runtime.Unknown{})}); err == nil {
+		t.Error("an object without metadata was labelled")
 	}
-}
-
-// FuzzPostRenderer: whatever a chart renders, labelling never panics; it either refuses with
-// an error or returns documents that all carry the label.
-func FuzzPostRenderer(f *testing.F) {
-	for _, seed := range []string{
-		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
-		"---\n---\n# only a comment\n",
-		"apiVersion: v1\nkind: List\nitems: []\n",
-		"metadata: {labels: null}\n",
-		"metadata: {labels: {a: 1}}\n",
-		"metadata: 5\n",
-		"- a\n- b\n",
-		"kind: [unclosed",
-		"data: {big: \"" + strings.Repeat("ü", 4096) + "\"}\n",
-	} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, manifest string) {
-		out, err := PostRenderer()(nil, nil, nil).Run(bytes.NewBufferString(manifest))
-		if err != nil {
-			return
-		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(out, 4096)
-		for {
-			var obj map[string]any
-			if err := dec.Decode(&obj); err != nil {
-				return
-			}
-			u := &unstructured.Unstructured{Object: obj}
-			if len(obj) > 0 && u.GetLabels()[Key] != Value {
-				t.Fatalf("an object came out unlabelled: %v", obj)
-			}
-		}
-	})
 }

@@ -1,5 +1,6 @@
 // Package releasestore keeps Helm release records as helm-operator-plugins does (Secrets in the
-// custom resource's namespace, owned by it) but writes them with optimistic concurrency.
+// custom resource's namespace, owned by it) but writes them with optimistic concurrency, and
+// with pooled compressors (encode.go).
 //
 // Helm updates a record with whatever it last read, without a resourceVersion: the last writer
 // wins. That is harmless while one process acts on a release, which leader election ensures for
@@ -35,7 +36,7 @@ func Driver() helmclient.ObjectToStorageDriverMapper {
 		owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 		secrets := helmclient.NewOwnerRefSecretClient(cs.Secrets(obj.GetNamespace()),
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
-		return driver.NewSecrets(Versioned(secrets)), nil
+		return newPooledSecrets(Versioned(secrets)), nil
 	}
 }
 

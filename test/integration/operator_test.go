@@ -3,15 +3,19 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -80,10 +84,21 @@ func TestInstallUpgradeDriftUninstall(t *testing.T) {
 		return int64(*d.Spec.Replicas) == int64(defaults["replicas"].(float64)) &&
 			d.Spec.Template.Spec.Containers[0].Image == defaults["image"]
 	})
-	for _, obj := range []client.Object{&corev1.Service{}, &corev1.ConfigMap{}} {
+	for _, obj := range []client.Object{dep, &corev1.Service{}, &corev1.ConfigMap{}} {
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, obj); err != nil {
 			t.Errorf("%T of the release: %v", obj, err)
 		}
+		// The operator's caches see only labelled objects: without the label, no drift is corrected.
+		if obj.GetLabels()[managedlabel.Key] != managedlabel.Value {
+			t.Errorf("%T of the release lacks the label %s: %v", obj, managedlabel.Key, obj.GetLabels())
+		}
+	}
+	rel, err := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns)).Get("sh.helm.release.v1.edge.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, want := strings.Count(rel.Manifest, managedlabel.Key+": \"true\""), 3; n != want {
+		t.Errorf("the stored manifest labels %d objects, want %d:\n%s", n, want, rel.Manifest)
 	}
 	if got := dep.Labels["app.kubernetes.io/instance"]; got != "edge" {
 		t.Errorf("Deployment label app.kubernetes.io/instance = %q", got)
