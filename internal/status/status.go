@@ -9,6 +9,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -126,11 +128,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if reflect.DeepEqual(current, desired) {
 		return ctrl.Result{}, nil
 	}
-	patched := obj.DeepCopy()
-	patched.Object["status"] = desired
-	// The optimistic lock keeps a concurrent write of the Helm reconciler's conditions from
-	// being overwritten; on conflict the next event brings us back.
-	err = r.Status().Patch(ctx, patched, client.MergeFromWithOptions(obj, client.MergeFromWithOptimisticLock{}))
+	// Only the fields that changed are sent: client.MergeFrom would serialise and diff the whole
+	// object twice, deployedRelease's manifest included, for a patch of two fields. The
+	// resourceVersion is an optimistic lock: it keeps a concurrent write of the Helm reconciler's
+	// conditions from being overwritten; on conflict the next event brings us back.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": obj.GetResourceVersion()},
+		"status":   MergePatch(current, desired),
+	})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{Requeue: true}, nil
 	}
