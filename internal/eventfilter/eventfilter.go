@@ -6,7 +6,6 @@ package eventfilter
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/example/myproxy-operator/internal/objcompare"
 )
 
 // Filter decides which events of a kind reach the handlers; a nil func lets every event of
@@ -55,69 +56,42 @@ func IgnoreStatusOnlyChanges() Filter {
 		if !ok1 || !ok2 {
 			return true
 		}
-		return !reflect.DeepEqual(reconciledPart(o), reconciledPart(n)) || finalizersRemoved(o, n)
+		return !objcompare.Equal(o.Object, n.Object, notReconciled) || finalizersRemoved(o, n)
 	}}
 }
 
-// bookkeepingAnnotations are annotations that Kubernetes controllers write on objects a chart
-// rendered; changing them is not drift.
-var bookkeepingAnnotations = []string{"deployment.kubernetes.io/revision"}
+// notReconciled is what a reconcile of a custom resource does not act on: its status and
+// what every write changes. Finalizers are compared apart (finalizersRemoved).
+var notReconciled = objcompare.Ignore{
+	"status":   nil,
+	"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil, "finalizers": nil},
+}
 
-// IgnoreBookkeepingUpdates drops updates of release objects that change only what the cluster
-// keeps for itself: status, the resource version, managed fields, and bookkeeping
-// annotations such as the Deployment controller's revision. helm-operator-plugins already
-// ignores status-only updates; without the rest, every new Deployment's revision annotation
-// cost its MyProxy another reconcile.
+// bookkeeping is what the cluster keeps for itself on objects a chart rendered: status, the
+// resource version, managed fields, and annotations that Kubernetes controllers write, such as
+// the Deployment controller's revision. Changing them is not drift.
+var bookkeeping = objcompare.Ignore{
+	"status": nil,
+	"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil,
+		"annotations": objcompare.Ignore{"deployment.kubernetes.io/revision": nil}},
+}
+
+// IgnoreBookkeepingUpdates drops updates of release objects that change only bookkeeping.
+// helm-operator-plugins already ignores status-only updates; without the rest, every new
+// Deployment's revision annotation cost its MyProxy another reconcile.
 func IgnoreBookkeepingUpdates(oldObj, newObj any) bool {
-	ou, err1 := copyToMap(oldObj)
-	nu, err2 := copyToMap(newObj)
-	if err1 != nil || err2 != nil {
-		return true
-	}
-	return !reflect.DeepEqual(withoutBookkeeping(ou), withoutBookkeeping(nu))
+	o, ok1 := asMap(oldObj)
+	n, ok2 := asMap(newObj)
+	return !ok1 || !ok2 || !objcompare.Equal(o, n, bookkeeping)
 }
 
-// copyToMap returns the object as a map of its own: the converter hands back an unstructured
-// object's content itself, and the informer's objects must not change.
-func copyToMap(obj any) (map[string]any, error) {
+// asMap returns the content of an object: itself when unstructured (read only), else converted.
+func asMap(obj any) (map[string]any, bool) {
 	if u, ok := obj.(runtime.Unstructured); ok {
-		return runtime.DeepCopyJSON(u.UnstructuredContent()), nil
+		return u.UnstructuredContent(), true
 	}
-	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-}
-
-func withoutBookkeeping(obj map[string]any) map[string]any {
-	delete(obj, "status")
-	unstructured.RemoveNestedField(obj, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(obj, "metadata", "managedFields")
-	for _, a := range bookkeepingAnnotations {
-		unstructured.RemoveNestedField(obj, "metadata", "annotations", a)
-	}
-	if anns, ok, _ := unstructured.NestedMap(obj, "metadata", "annotations"); ok && len(anns) == 0 {
-		unstructured.RemoveNestedField(obj, "metadata", "annotations")
-	}
-	return obj
-}
-
-// reconciledPart is the object without status and without what every write changes.
-func reconciledPart(u *unstructured.Unstructured) map[string]any {
-	obj := make(map[string]any, len(u.Object))
-	for k, v := range u.Object {
-		if k != "status" {
-			obj[k] = v
-		}
-	}
-	meta, _ := obj["metadata"].(map[string]any)
-	m := make(map[string]any, len(meta))
-	for k, v := range meta {
-		switch k {
-		case "resourceVersion", "managedFields", "finalizers":
-		default:
-			m[k] = v
-		}
-	}
-	obj["metadata"] = m
-	return obj
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	return m, err == nil
 }
 
 func finalizersRemoved(o, n *unstructured.Unstructured) bool {

@@ -7,10 +7,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/objcompare"
 )
 
 // ownFields are the status fields this package writes.
@@ -30,31 +31,36 @@ func ChangedBeyondOwnFields(oldObj, newObj any) bool {
 	if !ok {
 		return true
 	}
-	return !reflect.DeepEqual(withoutOwnFields(o), withoutOwnFields(n))
+	return !objcompare.Equal(o.Object, n.Object, ownWrites)
 }
 
-func withoutOwnFields(u *unstructured.Unstructured) map[string]any {
-	obj := runtime.DeepCopyJSON(u.Object)
-	unstructured.RemoveNestedField(obj, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(obj, "metadata", "managedFields")
-	st, ok := obj["status"].(map[string]any)
-	if !ok {
-		return obj
-	}
+// ownWrites is what this package writes, and every write changes.
+var ownWrites = func() objcompare.Ignore {
+	st := objcompare.Ignore{"conditions": equalBeyondAvailable}
 	for _, f := range ownFields {
-		delete(st, f)
+		st[f] = nil
 	}
-	if conds, ok := st["conditions"].([]any); ok {
-		kept := make([]any, 0, len(conds))
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == ConditionAvailable {
-				continue
-			}
-			kept = append(kept, c)
+	return objcompare.Ignore{
+		"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil},
+		"status":   st,
+	}
+}()
+
+// equalBeyondAvailable compares two lists of conditions but for the Available condition.
+func equalBeyondAvailable(a, b any) bool {
+	return reflect.DeepEqual(withoutAvailable(a), withoutAvailable(b))
+}
+
+func withoutAvailable(conditions any) []any {
+	list, _ := conditions.([]any)
+	kept := make([]any, 0, len(list))
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["type"] == ConditionAvailable {
+			continue
 		}
-		st["conditions"] = kept
+		kept = append(kept, c)
 	}
-	return obj
+	return kept
 }
 
 // DeletedFromDeployedRelease reports whether a delete event is of an object whose controlling
