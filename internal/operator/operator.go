@@ -209,9 +209,23 @@ func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.
 	return cache.Options{
 		DefaultNamespaces:    namespaces,
 		DefaultLabelSelector: managedlabel.Selector(),
-		DefaultTransform:     cache.TransformStripManagedFields(),
+		DefaultTransform:     stripManagedFields,
 		ByObject:             byObject,
 	}
+}
+
+// stripManagedFields drops managed fields from objects entering the cache. It does what
+// cache.TransformStripManagedFields does, but for unstructured objects it deletes the field
+// instead of first decoding it to know whether it is there (2% of the CPU while a fleet
+// converged).
+func stripManagedFields(in any) (any, error) {
+	if u, ok := in.(*unstructured.Unstructured); ok {
+		if meta, ok := u.Object["metadata"].(map[string]any); ok {
+			delete(meta, "managedFields")
+		}
+		return in, nil
+	}
+	return cache.TransformStripManagedFields()(in)
 }
 
 // eventFilters keeps the operator from waking itself:

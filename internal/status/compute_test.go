@@ -1,12 +1,14 @@
 package status
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 func deployment(name string, want, ready int32, available corev1.ConditionStatus) appsv1.Deployment {
@@ -117,5 +119,33 @@ func TestHTTPSURL(t *testing.T) {
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 8443}}}}
 	if got := urlOf([]corev1.Service{svc}); got != "https://s.n.svc:8443" {
 		t.Errorf("url = %q", got)
+	}
+}
+
+// What Compute reads of a Deployment survives deploymentView.
+func TestDeploymentView(t *testing.T) {
+	d := deployment("edge", 3, 2, corev1.ConditionTrue)
+	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
+	d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "conf"}}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deploymentView(u), &got); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	deployed := map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True"}}}
+	want := Compute(deployed, Owned{Deployments: []appsv1.Deployment{d}}, 1, true, now)
+	if want["image"] == nil || want["replicas"] != int64(3) {
+		t.Fatalf("the test Deployment does not count: %v", want)
+	}
+	if have := Compute(deployed, Owned{Deployments: []appsv1.Deployment{got}}, 1, true, now); !reflect.DeepEqual(have, want) {
+		t.Errorf("status from the view:\n%v\nfrom the Deployment:\n%v", have, want)
+	}
+	if got.Name != "edge" || *got.Spec.Replicas != *d.Spec.Replicas || got.Spec.Selector == nil ||
+		got.Spec.Template.Spec.Containers[0].Image != d.Spec.Template.Spec.Containers[0].Image {
+		t.Errorf("view lost what Compute reads: %+v", got)
 	}
 }

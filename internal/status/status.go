@@ -115,11 +115,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Read-only lists: the cache's objects are not copied.
 	owned := []client.ListOption{client.InNamespace(obj.GetNamespace()),
 		client.MatchingFields{controllerIndex: string(obj.GetUID())}, client.UnsafeDisableDeepCopy}
-	deployments, err := listOwned[appsv1.Deployment](ctx, r, deploymentGVK, owned)
+	deployments, err := listOwned[appsv1.Deployment](ctx, r, deploymentGVK, owned, deploymentView)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	services, err := listOwned[corev1.Service](ctx, r, serviceGVK, owned)
+	services, err := listOwned[corev1.Service](ctx, r, serviceGVK, owned, nil)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -160,8 +160,10 @@ func ownedKind(gvk schema.GroupVersionKind) *unstructured.Unstructured {
 	return u
 }
 
-// listOwned lists the cached objects of a kind that opts select, converted to T.
-func listOwned[T any](ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, opts []client.ListOption) ([]T, error) {
+// listOwned lists the cached objects of a kind that opts select, converted to T; view, when
+// set, picks the part of each object to convert.
+func listOwned[T any](ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, opts []client.ListOption,
+	view func(map[string]any) map[string]any) ([]T, error) {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := c.List(ctx, &list, opts...); err != nil {
@@ -169,9 +171,34 @@ func listOwned[T any](ctx context.Context, c client.Reader, gvk schema.GroupVers
 	}
 	out := make([]T, len(list.Items))
 	for i := range list.Items {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &out[i]); err != nil {
+		obj := list.Items[i].Object
+		if view != nil {
+			obj = view(obj)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &out[i]); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// deploymentView is the part of a Deployment that Compute reads: metadata, status, replicas,
+// selector and the containers' images. Converting the whole object, pod template and all, was a
+// fifth of this controller's CPU.
+func deploymentView(d map[string]any) map[string]any {
+	spec, _ := d["spec"].(map[string]any)
+	containers, _, _ := unstructured.NestedFieldNoCopy(spec, "template", "spec", "containers")
+	list, _ := containers.([]any)
+	images := make([]any, 0, len(list))
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok {
+			images = append(images, map[string]any{"name": m["name"], "image": m["image"]})
+		}
+	}
+	return map[string]any{
+		"metadata": d["metadata"],
+		"status":   d["status"],
+		"spec": map[string]any{"replicas": spec["replicas"], "selector": spec["selector"],
+			"template": map[string]any{"spec": map[string]any{"containers": images}}},
+	}
 }
