@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
@@ -121,17 +122,25 @@ func TestFrozenLeaderDoesNotUndoTheNewLeader(t *testing.T) {
 	})
 	successor := startOperatorWith(t, args...)
 
+	// Freeze the leader the moment its first install has written its pending record: that
+	// install, and those of its other workers, are then under way.
+	pending, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns).Watch(ctx,
+		metav1.ListOptions{LabelSelector: "owner=helm,status=pending-install"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pending.Stop()
 	const n = 20
 	for i := range n {
 		if err := c.Create(ctx, harness.MyProxy(ns, fmt.Sprintf("p%d", i), map[string]any{})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	harness.Eventually(t, timeout, "an install in flight", func(ctx context.Context) (bool, string) {
-		var list corev1.SecretList
-		err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "status": "pending-install"})
-		return err == nil && len(list.Items) > 0, fmt.Sprintf("no pending-install release yet (%v)", err)
-	})
+	select {
+	case <-pending.ResultChan():
+	case <-time.After(timeout):
+		t.Fatal("no install started")
+	}
 	frozen.Signal(t, syscall.SIGSTOP)
 	resumed := false
 	t.Cleanup(func() {
@@ -164,7 +173,12 @@ func TestFrozenLeaderDoesNotUndoTheNewLeader(t *testing.T) {
 	if exited, err := frozen.Exited(); exited {
 		t.Errorf("the resumed replica exited (%v) instead of campaigning again", err)
 	}
-	t.Logf("the resumed replica refused %d writes", strings.Count(frozen.Log(), "refusing to write"))
+	// Otherwise nothing was in flight at the freeze, and the test proved nothing.
+	refused := strings.Count(frozen.Log(), "refusing to write")
+	if refused == 0 {
+		t.Error("the resumed replica had no write to refuse")
+	}
+	t.Logf("the resumed replica refused %d writes", refused)
 }
 
 // releaseState maps every release object, release record and MyProxy in ns to what a stale
