@@ -1,6 +1,6 @@
 // Package operator assembles the manager: metrics, probes, leader election, namespace scope,
-// and one Helm reconciler per watches.yaml entry. cmd/main.go and the integration tests both
-// build the operator through New, so tests run exactly what ships.
+// and one Helm reconciler per watches.yaml entry. cmd/main.go runs it through Run; the
+// integration and end-to-end tests run that binary, so they test exactly what ships.
 package operator
 
 import (
@@ -34,12 +34,6 @@ import (
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/status"
 )
-
-// New loads the watches file and returns a manager with a reconciler for every entry.
-// namespaces scopes the caches (nil: all namespaces).
-func New(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) (ctrl.Manager, error) {
-	return newManager(cfg, o, namespaces, false)
-}
 
 // errLeaderElectionLost is how controller-runtime's manager reports a lost Lease.
 const errLeaderElectionLost = "leader election lost"

@@ -44,3 +44,11 @@ func TestMergePatch(t *testing.T) {
 		t.Errorf("patched:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// Equal statuses give an empty patch: the controller then writes nothing.
+func TestMergePatchOfEqualStatusesIsEmpty(t *testing.T) {
+	st := map[string]any{"replicas": int64(1), "nested": map[string]any{"a": "b"}, "list": []any{"x"}}
+	if p := MergePatch(st, map[string]any{"replicas": int64(1), "nested": map[string]any{"a": "b"}, "list": []any{"x"}}); len(p) != 0 {
+		t.Errorf("patch of equal statuses: %v", p)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -125,7 +124,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	generation, observed := r.Observed.Generation(obj.GetUID())
 	desired := Compute(current, Owned{Deployments: deployments, Services: services}, generation, observed, metav1.Now())
-	if reflect.DeepEqual(current, desired) {
+	changed := MergePatch(current, desired)
+	if len(changed) == 0 {
 		return ctrl.Result{}, nil
 	}
 	// Only the fields that changed are sent: client.MergeFrom would serialise and diff the whole
@@ -134,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// conditions from being overwritten; on conflict the next event brings us back.
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": obj.GetResourceVersion()},
-		"status":   MergePatch(current, desired),
+		"status":   changed,
 	})
 	if err != nil {
 		return ctrl.Result{}, err
