@@ -5,66 +5,116 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
-// DigestLabel is the release label holding the digest of the chart and values a revision was
-// rendered from; ChartDigestLabel holds the digest of the chart alone.
+// Release labels written by the digesting client:
+//   - DigestLabel: the digest of every input the revision was rendered from (rendering code,
+//     chart, values, the capabilities the chart reads);
+//   - ChartDigestLabel: the digest of the rendering code and the chart alone;
+//   - LookupsLabel: how many objects (or lists) the rendering read through `lookup`;
+//   - RevisionLabel: the revision these labels were written for. Helm copies a release's labels
+//     into the next revision, also one made by hand (`helm upgrade`, `helm rollback`): labels
+//     whose revision is not their own describe another rendering and are not trusted.
 const (
 	DigestLabel      = "myproxy-operator.gateway.example.com/digest"
 	ChartDigestLabel = "myproxy-operator.gateway.example.com/chart-digest"
+	LookupsLabel     = "myproxy-operator.gateway.example.com/lookups"
+	RevisionLabel    = "myproxy-operator.gateway.example.com/revision"
 )
 
-// renderingVersion is part of every digest. Change it when the operator changes what a release
-// renders to for the same chart and values (post-renderers, install or upgrade options), so
-// that every release is checked once more.
-const renderingVersion = "1"
+// LookupTracker follows the objects renderings read (renderinputs.Tracker).
+type LookupTracker interface {
+	Unchanged(ctx context.Context, reads []renderinputs.Read) bool
+	Follow(ctx context.Context, cr renderinputs.CR, reads []renderinputs.Read) error
+	Forget(cr renderinputs.CR)
+}
+
+// DigestOptions configure Digested.
+type DigestOptions struct {
+	// Rollout, when set, paces upgrades that a new chart or new rendering code brought.
+	Rollout *rate.Limiter
+	// Lookups follows what renderings read through `lookup`; without it, a release whose
+	// rendering read anything is rendered again at every reconcile.
+	Lookups LookupTracker
+	// DryRunOption is Helm's dry-run mode for the reconciler's "is an upgrade needed?" check
+	// (watches.yaml dryRunOption); empty keeps the reconciler's ("server").
+	DryRunOption string
+}
 
 // Digested returns a getter whose action clients decide "is an upgrade needed?" from digests,
 // as Flux's helm-controller does, instead of a dry-run upgrade on every reconcile.
 //
-// The reconciler runs a server-side dry-run upgrade before each reconcile of an installed
-// release, and compares manifests. That renders the chart, reads the release history several
-// times and costs most of a reconcile's CPU. Every install and upgrade here records the digest
-// of its chart and values in a release label; when the deployed release carries the digest of
-// the chart and values at hand, the dry run is answered with that release, which the
-// reconciler reads as "unchanged" (drift of the objects is still corrected).
+// The reconciler runs a dry-run upgrade before each reconcile of an installed release and
+// compares manifests. That renders the chart, reads the release history several times and
+// costs most of a reconcile's CPU. Every install and upgrade here records the digest of all it
+// was rendered from (package renderinputs) in release labels, and the objects its rendering
+// looked up are followed. When the deployed revision is known to render from the inputs at
+// hand (same digest, and every looked-up object as the rendering saw it), the dry run is
+// answered with that revision, which the reconciler reads as "unchanged"; drift of the objects
+// is still corrected. Otherwise the dry run runs; when it renders the deployed manifest, that
+// is remembered for the new inputs, so the next reconcile is answered again.
 //
-// Charts whose rendering reads the cluster (the lookup function) are always dry-run: their
-// output can change with the same chart and values.
-//
-// The chart digest also tells an upgrade that a new chart brought (an operator upgrade) from
-// one that a spec change brought. The former wait for rollout, when it is not nil, so that a new
-// chart rolls through a fleet at a bounded rate instead of restarting every proxy at once.
-func Digested(next helmclient.ActionClientGetter, rollout *rate.Limiter) helmclient.ActionClientGetter {
-	charts := &chartDigests{}
+// The chart digest also tells an upgrade that a new chart or new rendering code brought (an
+// operator upgrade) from one that a spec change brought. The former wait for Rollout, so that
+// a new chart rolls through a fleet at a bounded rate instead of restarting every proxy at once.
+func Digested(next helmclient.ActionClientGetter, o DigestOptions) helmclient.ActionClientGetter {
+	shared := &digestState{opts: o}
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 		ac, err := next.ActionClientFor(ctx, obj)
 		if err != nil {
 			return nil, err
 		}
-		return &digestingClient{ActionInterface: ac, charts: charts, ctx: ctx, rollout: rollout}, nil
+		return &digestingClient{ActionInterface: ac, shared: shared, ctx: ctx, cr: crOf(obj)}, nil
 	})
+}
+
+func crOf(obj client.Object) renderinputs.CR {
+	if obj == nil {
+		return renderinputs.CR{}
+	}
+	return renderinputs.CR{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
+}
+
+// digestState is shared by every reconcile of one kind.
+type digestState struct {
+	opts   DigestOptions
+	charts sync.Map // *chart.Chart -> chartInfo
+	known  sync.Map // renderinputs.CR -> knownRendering
+}
+
+// knownRendering: revision Version of the custom resource's release is what the inputs with
+// Digest render, as long as the objects in Reads are as they were.
+type knownRendering struct {
+	Version int
+	Digest  string
+	Reads   []renderinputs.Read
 }
 
 // digestingClient serves one reconcile of one resource.
 type digestingClient struct {
 	helmclient.ActionInterface
-	charts  *chartDigests
-	ctx     context.Context // the reconcile's
-	rollout *rate.Limiter
+	shared *digestState
+	ctx    context.Context // the reconcile's
+	cr     renderinputs.CR
 	// last is what the last Get returned, until an action changes the release. The reconciler
 	// reads the release two or three times in a row; each read lists its revisions.
 	last *release.Release
@@ -84,16 +134,33 @@ func (c *digestingClient) Get(name string, opts ...helmclient.GetOption) (*relea
 
 func (c *digestingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
 	c.last = nil
-	return c.ActionInterface.Uninstall(name, opts...)
+	resp, err := c.ActionInterface.Uninstall(name, opts...)
+	if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
+		c.forget()
+	}
+	return resp, err
+}
+
+func (c *digestingClient) forget() {
+	c.shared.known.Delete(c.cr)
+	if c.shared.opts.Lookups != nil {
+		c.shared.opts.Lookups.Forget(c.cr)
+	}
 }
 
 func (c *digestingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any,
 	opts ...helmclient.InstallOption) (*release.Release, error) {
 	c.last = nil
-	if d, ok := c.digest(chrt, vals); ok {
-		opts = append(opts, func(i *action.Install) error { i.Labels = withDigests(i.Labels, d); return nil })
+	d, ok := c.digest(chrt, vals)
+	if !ok {
+		c.forget()
+		return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 	}
-	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	withLabels, rec := c.startRecording(d, 1) // an install is always revision 1
+	opts = append(opts, func(i *action.Install) error { i.Labels = withLabels(i.Labels); return nil })
+	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	c.rendered(rel, err, d, rec)
+	return rel, err
 }
 
 func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
@@ -108,87 +175,213 @@ func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, val
 	}
 	d, ok := c.digest(chrt, vals)
 	if !ok {
+		c.forget()
 		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	}
 	if dryRun {
-		if cur != nil && cur.Info != nil && cur.Info.Status == release.StatusDeployed && cur.Labels[DigestLabel] == d.all {
-			return cur, nil
-		}
-		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+		return c.check(cur, d, func(extra ...helmclient.UpgradeOption) (*release.Release, error) {
+			return c.ActionInterface.Upgrade(name, namespace, chrt, vals, append(opts, extra...)...)
+		})
 	}
-	if c.rollout != nil && cur != nil && cur.Labels[ChartDigestLabel] != d.chart {
-		if err := c.rollout.Wait(c.ctx); err != nil {
+	if c.shared.opts.Rollout != nil && cur != nil && cur.Labels[ChartDigestLabel] != d.chart {
+		if err := c.shared.opts.Rollout.Wait(c.ctx); err != nil {
 			return nil, fmt.Errorf("waiting for the chart rollout rate limit: %w", err)
 		}
 	}
-	opts = append(opts, func(u *action.Upgrade) error { u.Labels = withDigests(u.Labels, d); return nil })
-	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	next := 0 // unknown: the labels will not be trusted
+	if cur != nil {
+		next = cur.Version + 1 // Helm's next revision follows the last, which the reconciler read
+	}
+	withLabels, rec := c.startRecording(d, next)
+	opts = append(opts, func(u *action.Upgrade) error { u.Labels = withLabels(u.Labels); return nil })
+	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	c.rendered(rel, err, d, rec)
+	return rel, err
 }
 
-// digests of one rendering: of chart and values, and of the chart alone.
+// check answers the reconciler's dry-run upgrade: with the deployed revision when it is known
+// to render from these inputs, else with a real dry run (dryRun).
+func (c *digestingClient) check(cur *release.Release, d digests,
+	dryRun func(...helmclient.UpgradeOption) (*release.Release, error)) (*release.Release, error) {
+	deployed := cur != nil && cur.Info != nil && cur.Info.Status == release.StatusDeployed
+	if deployed && c.knows(cur, d) {
+		return cur, nil
+	}
+	var extra []helmclient.UpgradeOption
+	if o := c.shared.opts.DryRunOption; o != "" {
+		extra = append(extra, func(u *action.Upgrade) error { u.DryRunOption = o; return nil })
+	}
+	rec := renderinputs.RecorderOf(c.Config())
+	if rec != nil {
+		rec.Start()
+	}
+	rel, err := dryRun(extra...)
+	if err != nil || !deployed || rel == nil || rel.Manifest != cur.Manifest || rec == nil {
+		return rel, err
+	}
+	// The deployed revision is what these inputs render: remember it, and say so in its
+	// labels, so that a restarted operator knows it too when nothing was looked up.
+	reads := rec.Reads()
+	c.remember(cur.Version, d, reads)
+	if cur.Labels[DigestLabel] != d.all || cur.Labels[ChartDigestLabel] != d.chart || !ownLabels(cur) {
+		c.relabel(cur, d, reads)
+	}
+	return rel, nil
+}
+
+// knows reports whether cur is known to render from the inputs with digests d.
+func (c *digestingClient) knows(cur *release.Release, d digests) bool {
+	if v, ok := c.shared.known.Load(c.cr); ok {
+		k := v.(knownRendering)
+		if k.Version == cur.Version && k.Digest == d.all {
+			return len(k.Reads) == 0 || (c.shared.opts.Lookups != nil && c.shared.opts.Lookups.Unchanged(c.ctx, k.Reads))
+		}
+		if k.Version == cur.Version {
+			return false
+		}
+	}
+	// Not seen by this process: the labels tell, unless the rendering looked anything up
+	// (what it read is known only to the process that rendered it).
+	if ownLabels(cur) && cur.Labels[DigestLabel] == d.all && cur.Labels[LookupsLabel] == "0" {
+		c.shared.known.Store(c.cr, knownRendering{Version: cur.Version, Digest: d.all})
+		return true
+	}
+	return false
+}
+
+// ownLabels reports whether cur's labels were written for cur, not copied from an earlier revision.
+func ownLabels(cur *release.Release) bool {
+	return cur.Labels[RevisionLabel] == strconv.Itoa(cur.Version)
+}
+
+func (c *digestingClient) remember(version int, d digests, reads []renderinputs.Read) {
+	if len(reads) > 0 {
+		if c.shared.opts.Lookups == nil {
+			return // nobody would tell when they change
+		}
+		if err := c.shared.opts.Lookups.Follow(c.ctx, c.cr, reads); err != nil {
+			logf.FromContext(c.ctx).Error(err, "cannot follow what the rendering looked up; it is rendered again at every reconcile")
+			c.forget()
+			return
+		}
+	} else if c.shared.opts.Lookups != nil {
+		c.shared.opts.Lookups.Forget(c.cr)
+	}
+	c.shared.known.Store(c.cr, knownRendering{Version: version, Digest: d.all, Reads: reads})
+}
+
+// relabel records new digests on a revision proven to render from them. A failure costs only
+// another dry run after a restart.
+func (c *digestingClient) relabel(cur *release.Release, d digests, reads []renderinputs.Read) {
+	rel := *cur
+	rel.Labels = mergeLabels(cur.Labels, digestLabels(d, len(reads), cur.Version))
+	if err := c.Config().Releases.Update(&rel); err != nil {
+		logf.FromContext(c.ctx).V(1).Info("cannot record the new digest on the release", "error", err.Error())
+		return
+	}
+	c.last = &rel
+}
+
+// startRecording starts recording what an action's rendering reads, and returns what sets the
+// labels of the revision it writes. The count of lookups in those labels follows the recording:
+// Helm keeps the labels map in the release it renders (install), or reads it after rendering
+// (upgrade), and stores the record after rendering either way.
+func (c *digestingClient) startRecording(d digests, revision int) (func(map[string]string) map[string]string, *renderinputs.Recorder) {
+	rec := renderinputs.RecorderOf(c.Config())
+	if rec == nil {
+		return func(labels map[string]string) map[string]string {
+			out := mergeLabels(labels, digestLabels(d, 0, revision))
+			out[LookupsLabel] = "unknown"
+			return out
+		}, nil
+	}
+	rec.Start()
+	return func(labels map[string]string) map[string]string {
+		out := mergeLabels(labels, digestLabels(d, 0, revision))
+		rec.OnRead(func(n int) { out[LookupsLabel] = strconv.Itoa(n) })
+		return out
+	}, rec
+}
+
+// rendered remembers what an install or upgrade rendered from.
+func (c *digestingClient) rendered(rel *release.Release, err error, d digests, rec *renderinputs.Recorder) {
+	if rec != nil {
+		rec.OnRead(nil)
+	}
+	if err != nil || rel == nil || rec == nil {
+		c.shared.known.Delete(c.cr)
+		return
+	}
+	c.remember(rel.Version, d, rec.Reads())
+}
+
+// digests of one rendering: of all its inputs, and of the rendering code and chart alone.
 type digests struct{ all, chart string }
 
-func withDigests(labels map[string]string, d digests) map[string]string {
-	return withLabel(withLabel(labels, DigestLabel, d.all), ChartDigestLabel, d.chart)
+func digestLabels(d digests, lookups, revision int) map[string]string {
+	return map[string]string{DigestLabel: d.all, ChartDigestLabel: d.chart, LookupsLabel: strconv.Itoa(lookups),
+		RevisionLabel: strconv.Itoa(revision)}
 }
 
-func withLabel(labels map[string]string, key, value string) map[string]string {
+func mergeLabels(labels, add map[string]string) map[string]string {
 	out := maps.Clone(labels)
 	if out == nil {
 		out = map[string]string{}
 	}
-	out[key] = value
+	maps.Copy(out, add)
 	return out
 }
 
-// digest of the chart and values; false when the chart cannot be trusted to render the same
-// from the same inputs, or the values cannot be encoded.
+// digest of the inputs of a rendering of chrt with vals on this client's Configuration; false
+// when the chart cannot be analysed or the values cannot be encoded.
 func (c *digestingClient) digest(chrt *chart.Chart, vals map[string]any) (digests, bool) {
-	cd, ok := c.charts.of(chrt)
-	if !ok {
+	info := c.shared.chartInfo(chrt)
+	if info.err != nil {
 		return digests{}, false
 	}
-	all, ok := valuesDigest(cd, vals)
+	valuesJSON, err := json.Marshal(vals) // map keys are encoded sorted
+	if err != nil {
+		return digests{}, false
+	}
+	var caps *chartutil.Capabilities
+	if cfg := c.Config(); cfg != nil {
+		caps = cfg.Capabilities
+	}
+	h := sha256.New()
+	_, _ = io.WriteString(h, info.sum+"\x00")
+	_, _ = io.WriteString(h, renderinputs.CapabilitiesDigestInput(caps, info.use.Reads(valuesJSON))+"\x00")
+	_, _ = h.Write(valuesJSON)
 	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
-	return digests{all: all, chart: cd[:32]}, ok
+	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: info.sum[:32]}, true
 }
 
-func valuesDigest(chartDigest string, vals map[string]any) (string, bool) {
-	h := sha256.New()
-	_, _ = io.WriteString(h, renderingVersion+"\x00"+chartDigest+"\x00")
-	if err := json.NewEncoder(h).Encode(vals); err != nil { // map keys are encoded sorted
-		return "", false
+// chartInfo is what a loaded chart contributes to digests; the reconciler loads its chart once.
+type chartInfo struct {
+	sum string // of the rendering code and every file of the chart
+	use renderinputs.CapabilityUse
+	err error
+}
+
+func (s *digestState) chartInfo(chrt *chart.Chart) chartInfo {
+	if v, ok := s.charts.Load(chrt); ok {
+		return v.(chartInfo)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:32], true
+	use, err := renderinputs.AnalyseChart(chrt)
+	info := chartInfo{sum: digestChart(chrt), use: use, err: err}
+	s.charts.Store(chrt, info)
+	return info
 }
 
-// chartDigests remembers each loaded chart's digest: the reconciler loads its chart once.
-type chartDigests struct {
-	m sync.Map // *chart.Chart -> chartDigest
+// CapabilityUse returns what the chart reads of the cluster's capabilities.
+func CapabilityUse(chrt *chart.Chart) (renderinputs.CapabilityUse, error) {
+	return renderinputs.AnalyseChart(chrt)
 }
 
-type chartDigest struct {
-	sum        string
-	usesLookup bool
-}
-
-func (cd *chartDigests) of(chrt *chart.Chart) (string, bool) {
-	if v, ok := cd.m.Load(chrt); ok {
-		d := v.(chartDigest)
-		return d.sum, !d.usesLookup
-	}
-	d := digestChart(chrt)
-	cd.m.Store(chrt, d)
-	return d.sum, !d.usesLookup
-}
-
-// lookupCall matches a call of Helm's lookup template function.
-var lookupCall = regexp.MustCompile(`\blookup\s+"`)
-
-// digestChart hashes every file of a chart and of its dependencies, in name order.
-func digestChart(chrt *chart.Chart) chartDigest {
+// digestChart hashes the rendering code and every file of a chart and of its dependencies, in
+// name order.
+func digestChart(chrt *chart.Chart) string {
 	h := sha256.New()
-	var d chartDigest
+	_, _ = io.WriteString(h, renderinputs.CodeVersion()+"\x00")
 	var walk func(c *chart.Chart)
 	walk = func(c *chart.Chart) {
 		files := map[string][]byte{}
@@ -197,9 +390,6 @@ func digestChart(chrt *chart.Chart) chartDigest {
 		}
 		for _, t := range c.Templates {
 			files["templates\x00"+t.Name] = t.Data // also for charts built in code, without Raw
-			if lookupCall.Match(t.Data) {
-				d.usesLookup = true
-			}
 		}
 		if meta, err := json.Marshal(c.Metadata); err == nil {
 			files["metadata\x00"] = meta
@@ -217,6 +407,5 @@ func digestChart(chrt *chart.Chart) chartDigest {
 		}
 	}
 	walk(chrt)
-	d.sum = hex.EncodeToString(h.Sum(nil))
-	return d
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -2,6 +2,7 @@ package actionclient
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -9,8 +10,15 @@ import (
 	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
 // recordingClient is a fake Helm action client: it keeps one release and counts calls.
@@ -19,6 +27,43 @@ type recordingClient struct {
 	rel                     *release.Release
 	gets, dryRuns, upgrades int
 	labels                  map[string]string // labels of the last install or upgrade
+	cfg                     *action.Configuration
+	// lookups are apiserver paths each rendering reads through the Configuration's REST config,
+	// as Helm's lookup function does.
+	lookups []string
+	// manifest of the next dry run ("rendered" when empty)
+	dryRunManifest string
+}
+
+// Config returns a Configuration with the capabilities and a recorder, as helmconfig builds it.
+func (f *recordingClient) Config() *action.Configuration {
+	if f.cfg == nil {
+		f.cfg = &action.Configuration{Capabilities: chartutil.DefaultCapabilities.Copy(), RESTClientGetter: restGetter{}}
+		renderinputs.InstallRecorder(f.cfg)
+	}
+	return f.cfg
+}
+
+// render reads what the chart looks up, through the recording REST config.
+func (f *recordingClient) render() {
+	if len(f.lookups) == 0 {
+		return
+	}
+	cfg, err := f.Config().RESTClientGetter.ToRESTConfig()
+	if err != nil {
+		panic(err)
+	}
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		panic(err)
+	}
+	for _, path := range f.lookups {
+		resp, err := (&http.Client{Transport: rt}).Get(cfg.Host + path)
+		if err != nil {
+			panic(err)
+		}
+		_ = resp.Body.Close()
+	}
 }
 
 func (f *recordingClient) Get(string, ...helmclient.GetOption) (*release.Release, error) {
@@ -31,8 +76,10 @@ func (f *recordingClient) Install(name, _ string, _ *chart.Chart, _ map[string]a
 	for _, o := range opts {
 		_ = o(&i)
 	}
+	rel := &release.Release{Name: name, Version: 1, Labels: i.Labels, Manifest: "installed", Info: &release.Info{Status: release.StatusDeployed}}
+	f.render() // Helm renders after it created the release with the labels map
 	f.labels = i.Labels
-	f.rel = &release.Release{Name: name, Labels: i.Labels, Manifest: "installed", Info: &release.Info{Status: release.StatusDeployed}}
+	f.rel = rel
 	return f.rel, nil
 }
 
@@ -41,13 +88,22 @@ func (f *recordingClient) Upgrade(name, _ string, _ *chart.Chart, _ map[string]a
 	for _, o := range opts {
 		_ = o(&u)
 	}
+	f.render()
 	if u.DryRun {
 		f.dryRuns++
-		return &release.Release{Name: name, Manifest: "rendered"}, nil
+		m := f.dryRunManifest
+		if m == "" {
+			m = "rendered"
+		}
+		return &release.Release{Name: name, Manifest: m}, nil
 	}
 	f.upgrades++
-	f.labels = u.Labels
-	f.rel = &release.Release{Name: name, Labels: u.Labels, Manifest: "upgraded", Info: &release.Info{Status: release.StatusDeployed}}
+	f.labels = u.Labels // Helm reads the labels after rendering
+	version := 1
+	if f.rel != nil {
+		version = f.rel.Version + 1
+	}
+	f.rel = &release.Release{Name: name, Version: version, Labels: u.Labels, Manifest: "upgraded", Info: &release.Info{Status: release.StatusDeployed}}
 	return f.rel, nil
 }
 
@@ -61,18 +117,35 @@ func testChart(template string) *chart.Chart {
 
 func digestedClient(t *testing.T, fake *recordingClient) helmclient.ActionInterface {
 	t.Helper()
-	return digestedClientWith(t, fake, nil)
+	return digestedClientWith(t, fake, DigestOptions{})
 }
 
-func digestedClientWith(t *testing.T, fake *recordingClient, rollout *rate.Limiter) helmclient.ActionInterface {
+// digestedClientWith returns the action client of one reconcile. Each call stands for a new
+// operator process: it knows only what the release labels say.
+func digestedClientWith(t *testing.T, fake *recordingClient, o DigestOptions) helmclient.ActionInterface {
 	t.Helper()
-	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+	return reconcileOf(t, Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return fake, nil
-	}), rollout)
+	}), o))
+}
+
+// The custom resource of the tests.
+var (
+	crGVK = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
+	crKey = types.NamespacedName{Namespace: "ns", Name: "p"}
+)
+
+// reconcileOf returns the action client of one reconcile of custom resource ns/p.
+func reconcileOf(t *testing.T, getter helmclient.ActionClientGetter) helmclient.ActionInterface {
+	t.Helper()
 	// A reconcile's context ends; a wait for the rollout rate must end with it.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
-	ac, err := getter.ActionClientFor(ctx, nil)
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(crGVK)
+	cr.SetNamespace(crKey.Namespace)
+	cr.SetName(crKey.Name)
+	ac, err := getter.ActionClientFor(ctx, cr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,19 +215,6 @@ func TestDigestNeverSkipsForAReleaseThatIsNotDeployed(t *testing.T) {
 	}
 }
 
-func TestDigestNeverSkipsForChartsThatLookUpTheCluster(t *testing.T) {
-	chrt := testChart(`{{ $s := lookup "v1" "Secret" .Release.Namespace "x" }}kind: ConfigMap`)
-	vals := map[string]any{}
-	fake := &recordingClient{}
-	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, vals)
-	if _, ok := fake.labels[DigestLabel]; ok {
-		t.Errorf("a chart using lookup got a digest label")
-	}
-	if n := dryRunsOfAReconcile(t, fake, chrt, vals); n != 1 {
-		t.Errorf("lookup chart: dry runs = %d, want 1", n)
-	}
-}
-
 func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 	chrt := testChart("kind: ConfigMap")
 	fake := &recordingClient{}
@@ -191,7 +251,7 @@ func TestChartChangesWaitForTheRolloutRateSpecChangesDoNot(t *testing.T) {
 	rollout := rate.NewLimiter(rate.Every(time.Hour), 1)
 	rollout.Allow()
 	upgrade := func(c *chart.Chart, vals map[string]any) error {
-		ac := digestedClientWith(t, fake, rollout)
+		ac := digestedClientWith(t, fake, DigestOptions{Rollout: rollout})
 		_, _ = ac.Get("p")
 		_, err := ac.Upgrade("p", "ns", c, vals)
 		return err
@@ -201,5 +261,38 @@ func TestChartChangesWaitForTheRolloutRateSpecChangesDoNot(t *testing.T) {
 	}
 	if err := upgrade(testChart("kind: Secret"), map[string]any{"replicas": 2}); err == nil {
 		t.Errorf("a chart change did not wait for the rollout rate")
+	}
+}
+
+// Helm copies a release's labels into the next revision, also into one made by hand: those
+// labels describe another rendering, and the check must run, in this process and the next.
+func TestLabelsCopiedIntoAHandMadeRevisionAreNotTrusted(t *testing.T) {
+	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
+	fake := &recordingClient{}
+	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return fake, nil
+	}), DigestOptions{})
+	if _, err := reconcileOf(t, getter).Install("p", "ns", chrt, vals); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.rel.Labels[RevisionLabel]; got != "1" {
+		t.Fatalf("install labelled %s=%q, want 1", RevisionLabel, got)
+	}
+	handMade := *fake.rel // `helm upgrade --reuse-values --set ...`: revision 2, labels of revision 1
+	handMade.Version, handMade.Manifest = 2, "edited by hand"
+	fake.rel = &handMade
+	for name, g := range map[string]helmclient.ActionClientGetter{
+		"same process": getter,
+		"new process": Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+			return fake, nil
+		}), DigestOptions{}),
+	} {
+		fake.dryRuns = 0
+		ac := reconcileOf(t, g)
+		_, _ = ac.Get("p")
+		_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
+		if fake.dryRuns != 1 {
+			t.Errorf("%s: dry runs = %d, want 1: the hand-made revision was taken for the operator's", name, fake.dryRuns)
+		}
 	}
 }

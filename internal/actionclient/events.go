@@ -3,11 +3,14 @@ package actionclient
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/example/myproxy-operator/internal/annotations"
 )
 
 // Event reasons, one per outcome of a Helm action.
@@ -22,6 +25,7 @@ const (
 	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
 	ReasonReleaseLookupFailed   = "ReleaseLookupFailed"
 	ReasonActionClientFailed    = "ActionClientFailed"
+	ReasonUninstallWaiting      = "UninstallWaiting"
 )
 
 // Events records an Event on the custom resource for every install, upgrade and uninstall, and
@@ -41,6 +45,11 @@ func (e Events) Observe(o Outcome) {
 	if errors.Is(o.Err, driver.ErrReleaseNotFound) {
 		return // nothing installed yet, or already uninstalled
 	}
+	var waiting *WaitingForDeletionError
+	if errors.As(o.Err, &waiting) {
+		normal(ReasonUninstallWaiting, "%s", waiting.Error())
+		return
+	}
 	switch o.Action {
 	case Client:
 		warn(ReasonActionClientFailed, "cannot create a Helm client: %v", o.Err)
@@ -50,15 +59,17 @@ func (e Events) Observe(o Outcome) {
 		}
 	case Install:
 		if o.Err != nil {
-			warn(ReasonInstallFailed, "install of chart %s failed: %v", chartRef(o.Chart), o.Err)
+			warn(ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForInstall), o.Err)
 		} else {
-			normal(ReasonInstalled, "installed release %s revision %d (chart %s)", o.Result.Name, o.Result.Version, chartRef(o.Chart))
+			normal(ReasonInstalled, "installed release %s revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
+				chartRef(o.Chart), with(o, annotations.ForInstall))
 		}
 	case Upgrade:
 		if o.Err != nil {
-			warn(ReasonUpgradeFailed, "upgrade to chart %s failed: %v", chartRef(o.Chart), o.Err)
+			warn(ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForUpgrade), o.Err)
 		} else {
-			normal(ReasonUpgraded, "upgraded release %s to revision %d (chart %s)", o.Result.Name, o.Result.Version, chartRef(o.Chart))
+			normal(ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
+				chartRef(o.Chart), with(o, annotations.ForUpgrade))
 		}
 	case Check:
 		// A check that passes changes nothing and is not worth an Event.
@@ -67,9 +78,9 @@ func (e Events) Observe(o Outcome) {
 		}
 	case Uninstall:
 		if o.Err != nil {
-			warn(ReasonUninstallFailed, "uninstall of release %s failed: %v", o.Release, o.Err)
+			warn(ReasonUninstallFailed, "uninstall of release %s failed%s: %v", o.Release, with(o, annotations.ForUninstall), o.Err)
 		} else {
-			normal(ReasonUninstalled, "uninstalled release %s", o.Release)
+			normal(ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, annotations.ForUninstall))
 		}
 	case Reconcile:
 		if o.Err != nil {
@@ -77,6 +88,15 @@ func (e Events) Observe(o Outcome) {
 				o.Release, o.Result.Version, o.Err)
 		}
 	}
+}
+
+// with names the annotations that changed how the action ran.
+func with(o Outcome, action annotations.Action) string {
+	set := annotations.InEffect(o.Object, action)
+	if len(set) == 0 {
+		return ""
+	}
+	return " with " + strings.Join(set, ", ")
 }
 
 func chartRef(chrt *chart.Chart) string {

@@ -91,6 +91,10 @@ func FailureReason(err error) string {
 	if errors.As(err, &status) && status.Status().Reason != "" {
 		return string(status.Status().Reason)
 	}
+	var waiting *WaitingForDeletionError
+	if errors.As(err, &waiting) {
+		return "WaitingForDeletion"
+	}
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "another operation (install/upgrade/rollback) is in progress"):

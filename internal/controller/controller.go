@@ -20,10 +20,14 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/releasestore"
+	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/requeue"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/internal/values"
+	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
 // Defaults apply to watches.yaml entries that leave a setting out.
@@ -63,9 +67,18 @@ var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
 	return actionclient.NewMetrics(crmetrics.Registry)
 })
 
+// shared is what every kind's reconciler shares.
+type shared struct {
+	metrics *actionclient.Metrics
+	secrets cache.Cache
+	rollout *rate.Limiter // the rate is the operator's
+	queues  *requeue.Queues
+	lookups *renderinputs.Tracker
+}
+
 // Setup creates and registers a reconciler for every watch.
 // namespaces are the watched namespaces (nil: all).
-func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults, namespaces map[string]cache.Config) error {
+func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[string]cache.Config) error {
 	metrics, err := helmMetrics()
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -74,41 +87,45 @@ func Setup(mgr ctrl.Manager, ws []watches.Watch, d Defaults, namespaces map[stri
 	if err != nil {
 		return fmt.Errorf("creating the Secret metadata cache: %w", err)
 	}
-	var rollout *rate.Limiter // shared by every kind: the rate is the operator's
-	if d.ChartRolloutRate > 0 {
-		rollout = rate.NewLimiter(rate.Limit(d.ChartRolloutRate), 1)
+	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New()}
+	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
+	if err != nil {
+		return fmt.Errorf("creating the lookup tracker: %w", err)
 	}
+	if d.ChartRolloutRate > 0 {
+		sh.rollout = rate.NewLimiter(rate.Limit(d.ChartRolloutRate), 1)
+	}
+	var kinds []capabilityReader
 	for _, w := range ws {
-		if err := setupOne(mgr, w, d, metrics, secrets, rollout); err != nil {
+		k, err := setupOne(mgr, w, d, sh)
+		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
+		kinds = append(kinds, k)
 	}
-	return nil
+	return mgr.Add(&apiWatch{cache: sh.lookups.Cache(), reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
 }
 
-func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclient.Metrics, secrets cache.Cache,
-	rollout *rate.Limiter) error {
-	s := SettingsFor(w, d)
+func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (capabilityReader, error) {
+	s := SettingsFor(w.Watch, d)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
 		helmclient.StorageDriverMapper(releasestore.Driver()))
 	if err != nil {
-		return fmt.Errorf("creating Helm action config getter: %w", err)
+		return capabilityReader{}, fmt.Errorf("creating Helm action config getter: %w", err)
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
-		return fmt.Errorf("creating discovery client: %w", err)
+		return capabilityReader{}, fmt.Errorf("creating discovery client: %w", err)
 	}
-	actionClientGetter, err := helmclient.NewActionClientGetter(helmconfig.New(actionConfigGetter, dc),
-		// Helm's client-side OpenAPI validation downloads and parses the cluster's OpenAPI
-		// documents on every install and upgrade: 40% of the operator's CPU while a fleet
-		// converges. The apiserver still validates every object it is sent, and the chart's
-		// rendering is checked against the API by the chart tests.
-		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
-		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
-	)
+	configs := helmconfig.New(actionConfigGetter, dc)
+	actions, err := actionClients(configs)
 	if err != nil {
-		return fmt.Errorf("creating Helm action client getter: %w", err)
+		return capabilityReader{}, err
+	}
+	use, err := actionclient.CapabilityUse(w.Chart)
+	if err != nil {
+		return capabilityReader{}, fmt.Errorf("chart %s: %w", w.ChartPath, err)
 	}
 	recorder := mgr.GetEventRecorderFor(name)
 	observed := status.NewObserved()
@@ -122,26 +139,64 @@ func setupOne(mgr ctrl.Manager, w watches.Watch, d Defaults, metrics *actionclie
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),
-		reconciler.WithReconcilePeriod(s.ReconcilePeriod),
+		// Periodic reconciles are scheduled by annotations.PeriodHook, so that a custom
+		// resource's reconcile-period annotation replaces the watch's period instead of adding to it.
+		reconciler.WithReconcilePeriod(0),
 		reconciler.WithMaxReleaseHistory(d.MaxReleaseHistory),
 		reconciler.SkipDependentWatches(s.SkipDependentWatches),
 		reconciler.WithEventRecorder(recorder),
-		reconciler.WithActionClientGetter(actionclient.Digested(actionclient.Observed(
-			actionclient.Unlocked(actionClientGetter, recorder), actionclient.Events{Recorder: recorder}, metrics), rollout)),
+		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
+			Recorder: recorder, Metrics: sh.metrics,
+			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption},
+		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
+		reconciler.WithInstallAnnotations(annotations.Install...),
+		reconciler.WithUpgradeAnnotations(annotations.Upgrade...),
+		reconciler.WithUninstallAnnotations(annotations.Uninstall...),
+		reconciler.WithPauseReconcileHandler(annotations.PauseHandler(recorder)),
 		reconciler.WithPostHook(observed.PostHook()),
-		reconciler.WithValueTranslator(values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}),
-		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(secrets, mgr.GetCache(), w.GroupVersionKind)),
+		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod)),
+		reconciler.WithValueTranslator(annotations.CheckedTranslator(
+			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}, recorder)),
+		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind)),
+		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithSelector(selector),
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {
-		return err
+		return capabilityReader{}, err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
-		return err
+		return capabilityReader{}, err
 	}
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: w.GroupVersionKind, Observed: observed,
 		MaxConcurrentReconciles: s.MaxConcurrentReconciles}
-	return statusReconciler.SetupWithManager(mgr, selector)
+	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
+		return capabilityReader{}, err
+	}
+	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, reads: use.Any()}, nil
+}
+
+// actionClients returns the plugins' action client getter twice: failed upgrades roll back
+// with --force through the first (the stock default), without through the second
+// (rollback-force=false).
+func actionClients(configs helmclient.ActionConfigGetter) (actionclient.RollbackChoice, error) {
+	opts := []helmclient.ActionClientGetterOption{
+		// Helm's client-side OpenAPI validation downloads and parses the cluster's OpenAPI
+		// documents on every install and upgrade, most of the operator's CPU while a fleet
+		// converges. The apiserver still validates every object it is sent, and the chart's
+		// rendering is checked against the API by the chart tests.
+		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
+		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
+	}
+	forced, err := helmclient.NewActionClientGetter(configs, opts...)
+	if err != nil {
+		return actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
+	}
+	unforced, err := helmclient.NewActionClientGetter(configs, append(opts,
+		helmclient.AppendUpgradeFailureRollbackOptions(func(r *action.Rollback) error { r.Force = false; return nil }))...)
+	if err != nil {
+		return actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
+	}
+	return actionclient.RollbackChoice{Forced: forced, Unforced: unforced}, nil
 }

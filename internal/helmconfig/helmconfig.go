@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,10 +26,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
-// TTL is how long learnt Capabilities and a successful reachability check are reused. New API
-// groups (a CRD installed after the operator started) reach the charts' .Capabilities within it.
+// TTL is how long learnt Capabilities and a successful reachability check are reused. A new or
+// removed API (a CRD installed after the operator started) refreshes them at once through
+// Refresh, which the APIService watch calls (package controller); the TTL bounds how late a
+// change that no APIService shows (the apiserver's own version) is seen.
 const TTL = time.Minute
 
 // Getter is an ActionConfigGetter that shares cluster facts between Configurations.
@@ -62,7 +66,31 @@ func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*actio
 	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
 		cfg.KubeClient = &kubeClient{Client: kc, getter: g}
 	}
+	// What the templates look up is recorded, for the digest of the rendering's inputs.
+	renderinputs.InstallRecorder(cfg)
 	return cfg, nil
+}
+
+// Refresh learns the cluster's capabilities again now, and reports whether the API versions or
+// the Kubernetes version changed since they were last learnt.
+func (g *Getter) Refresh() (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	before := g.caps
+	if err := g.learnLocked(); err != nil {
+		return false, err
+	}
+	if before == nil {
+		return false, nil
+	}
+	return before.KubeVersion.Version != g.caps.KubeVersion.Version ||
+		!slices.Equal(sortedCopy(before.APIVersions), sortedCopy(g.caps.APIVersions)), nil
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
 
 func (g *Getter) capabilities() (*chartutil.Capabilities, error) {
@@ -71,14 +99,21 @@ func (g *Getter) capabilities() (*chartutil.Capabilities, error) {
 	if g.caps != nil && g.now().Sub(g.capsAt) < TTL {
 		return g.caps, nil
 	}
+	if err := g.learnLocked(); err != nil {
+		return nil, err
+	}
+	return g.caps, nil
+}
+
+func (g *Getter) learnLocked() error {
 	version, err := g.discovery.ServerVersion()
 	if err != nil {
-		return nil, fmt.Errorf("could not get server version from Kubernetes: %w", err)
+		return fmt.Errorf("could not get server version from Kubernetes: %w", err)
 	}
 	apiVersions, err := action.GetVersionSet(g.discovery)
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		// A group that fails discovery (an orphaned APIService) leaves the others usable, as in Helm.
-		return nil, fmt.Errorf("could not get apiVersions from Kubernetes: %w", err)
+		return fmt.Errorf("could not get apiVersions from Kubernetes: %w", err)
 	}
 	g.caps = &chartutil.Capabilities{
 		APIVersions: apiVersions,
@@ -87,7 +122,7 @@ func (g *Getter) capabilities() (*chartutil.Capabilities, error) {
 	}
 	now := g.now()
 	g.capsAt, g.reachedAt = now, now
-	return g.caps, nil
+	return nil
 }
 
 // reachable runs check unless one succeeded within TTL.

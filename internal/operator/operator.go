@@ -33,6 +33,7 @@ import (
 	"github.com/example/myproxy-operator/internal/metricsauth"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/status"
+	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
 // errLeaderElectionLost is how controller-runtime's manager reports a lost Lease.
@@ -79,9 +80,13 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	// client-go's defaults (5 requests per second, bursts of 10) would throttle a fleet.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
-	ws, err := watches.Load(o.WatchesFile)
+	entries, err := watchesfile.Load(o.WatchesFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
+	}
+	ws := make([]watches.Watch, len(entries))
+	for i, e := range entries {
+		ws[i] = e.Watch
 	}
 
 	metrics := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.MetricsSecure}
@@ -138,7 +143,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	err = controller.Setup(mgr, ws, controller.Defaults{
+	err = controller.Setup(mgr, entries, controller.Defaults{
 		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
 		ReconcilePeriod:         o.ReconcilePeriod,
 		MaxReleaseHistory:       o.MaxReleaseHistory,

@@ -64,8 +64,8 @@ func withoutAvailable(conditions any) []any {
 }
 
 // DeletedFromDeployedRelease reports whether a delete event is of an object whose controlling
-// custom resource (of one of the kinds) has a deployed release. Only those deletes are drift
-// to correct. A failing install creates some objects and removes them again on rollback; if
+// custom resource (of one of the kinds) has a deployed release, or is being deleted. Only those
+// deletes are drift to correct, or the end of an uninstall's wait. A failing install creates some objects and removes them again on rollback; if
 // those deletes reached the Helm reconciler's watches on the release's kinds, each failed
 // attempt would start the next one at once, and the retries would never back off.
 // Objects not controlled by one of the kinds pass.
@@ -93,6 +93,9 @@ func DeletedFromDeployedRelease(reader client.Reader, kinds map[schema.GroupVers
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, owner); err != nil {
 			// Gone (or unreadable): a reconcile would find nothing to restore.
 			return false
+		}
+		if owner.GetDeletionTimestamp() != nil {
+			return true // an uninstall may be waiting for this object to go (uninstall-wait)
 		}
 		st, _, _ := unstructured.NestedMap(owner.Object, "status")
 		return deployed(st)

@@ -122,6 +122,8 @@ func TestManagerRoleMatchesTheChart(t *testing.T) {
 		{Group: "gateway.example.com", Resource: "myproxies"}:            {"get", "list", "watch", "patch", "update"},
 		{Group: "gateway.example.com", Resource: "myproxies/status"}:     {"get", "patch", "update"},
 		{Group: "gateway.example.com", Resource: "myproxies/finalizers"}: {"update"},
+		// The APIService watch that brings API changes to charts reading .Capabilities.
+		{Group: "apiregistration.k8s.io", Resource: "apiservices"}: {"list", "watch"},
 	}
 	for _, o := range rendered(t) {
 		gvk := o.GroupVersionKind()

@@ -1,0 +1,306 @@
+package actionclient
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/renderinputs"
+)
+
+// apiserver serves one Secret, whose resourceVersion the test changes.
+type apiserver struct {
+	*httptest.Server
+	mu sync.Mutex
+	rv string
+}
+
+func newAPIServer(t *testing.T) *apiserver {
+	a := &apiserver{rv: "1"}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/api/v1" { // discovery, as Helm's lookup asks first
+			_, _ = fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"secrets","namespaced":true,"kind":"Secret","verbs":["get","list"]}]}`)
+			return
+		}
+		if r.URL.Path != "/api/v1/namespaces/ns/secrets/tls" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"kind":"Secret","apiVersion":"v1","metadata":{"name":"tls","namespace":"ns","uid":"u1","resourceVersion":%q}}`, a.rv)
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+func (a *apiserver) setRV(rv string) { a.mu.Lock(); a.rv = rv; a.mu.Unlock() }
+
+// restGetter hands out the REST config of the test's apiserver (or an unreachable one).
+type restGetter struct{ host string }
+
+func (g restGetter) ToRESTConfig() (*rest.Config, error) {
+	host := g.host
+	if host == "" {
+		host = "http://127.0.0.1:1"
+	}
+	return &rest.Config{Host: host}, nil
+}
+func (restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) { return nil, nil }
+func (restGetter) ToRESTMapper() (meta.RESTMapper, error)                         { return nil, nil }
+
+// fakeTracker answers what a read sees now from the test's apiserver state.
+type fakeTracker struct {
+	current  func(renderinputs.Read) string
+	followed map[renderinputs.CR][]renderinputs.Read
+}
+
+func (f *fakeTracker) Unchanged(_ context.Context, reads []renderinputs.Read) bool {
+	for _, r := range reads {
+		if f.current(r) != r.Seen {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fakeTracker) Follow(_ context.Context, cr renderinputs.CR, reads []renderinputs.Read) error {
+	if f.followed == nil {
+		f.followed = map[renderinputs.CR][]renderinputs.Read{}
+	}
+	f.followed[cr] = reads
+	return nil
+}
+
+func (f *fakeTracker) Forget(cr renderinputs.CR) { delete(f.followed, cr) }
+
+func TestALookedUpObjectIsPartOfTheDigest(t *testing.T) {
+	api := newAPIServer(t)
+	fake := &recordingClient{lookups: []string{"/api/v1/namespaces/ns/secrets/tls"}}
+	fake.cfg = &action.Configuration{Capabilities: chartutil.DefaultCapabilities.Copy(), RESTClientGetter: restGetter{host: api.URL}}
+	renderinputs.InstallRecorder(fake.cfg)
+	tracker := &fakeTracker{current: func(r renderinputs.Read) string {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		return "u1@" + api.rv
+	}}
+	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return fake, nil
+	}), DigestOptions{Lookups: tracker})
+	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
+
+	if _, err := reconcileOf(t, getter).Install("p", "ns", chrt, vals); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.labels[LookupsLabel]; got != "1" {
+		t.Errorf("install labelled %s=%q, want 1 (one object looked up)", LookupsLabel, got)
+	}
+	if len(tracker.followed) != 1 {
+		t.Fatalf("the custom resource follows %v, want the Secret it looked up", tracker.followed)
+	}
+
+	check := func() int {
+		fake.dryRuns = 0
+		ac := reconcileOf(t, getter)
+		_, _ = ac.Get("p")
+		if _, err := ac.Upgrade("p", "ns", chrt, vals, dryRun); err != nil {
+			t.Fatal(err)
+		}
+		return fake.dryRuns
+	}
+	if n := check(); n != 0 {
+		t.Errorf("nothing changed: dry runs = %d, want 0", n)
+	}
+	api.setRV("2")
+	fake.dryRunManifest = "installed" // the Secret changed, but not what the chart renders from it
+	if n := check(); n != 1 {
+		t.Errorf("the looked-up Secret changed: dry runs = %d, want 1", n)
+	}
+	if n := check(); n != 0 {
+		t.Errorf("after a dry run rendered the deployed manifest from the new Secret: dry runs = %d, want 0", n)
+	}
+	// A new process knows nothing of what was looked up: it renders once.
+	fresh := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return fake, nil
+	}), DigestOptions{Lookups: tracker})
+	ac := reconcileOf(t, fresh)
+	_, _ = ac.Get("p")
+	fake.dryRuns = 0
+	_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
+	if fake.dryRuns != 1 {
+		t.Errorf("a restarted operator trusted a release whose rendering looked something up: dry runs = %d, want 1", fake.dryRuns)
+	}
+
+	// Uninstall forgets the custom resource.
+	fake.rel = &release.Release{Name: "p", Info: &release.Info{Status: release.StatusDeployed}}
+	fake.ActionInterface = uninstallOK{}
+	if _, err := reconcileOf(t, getter).Uninstall("p"); err != nil {
+		t.Fatal(err)
+	}
+	if len(tracker.followed) != 0 {
+		t.Errorf("after uninstall the custom resource still follows %v", tracker.followed)
+	}
+}
+
+type uninstallOK struct{ helmclient.ActionInterface }
+
+func (uninstallOK) Uninstall(string, ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	return &release.UninstallReleaseResponse{}, nil
+}
+
+func TestCapabilitiesEnterTheDigestOfChartsThatReadThem(t *testing.T) {
+	plain := testChart("kind: ConfigMap")
+	probing := testChart(`{{ if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}kind: ServiceMonitor{{ end }}`)
+	for _, tc := range []struct {
+		name      string
+		chrt      func() *chartAndDryRuns
+		wantAfter int
+	}{
+		{name: "chart without .Capabilities", chrt: func() *chartAndDryRuns { return &chartAndDryRuns{c: plain} }, wantAfter: 0},
+		{name: "chart testing an API version", chrt: func() *chartAndDryRuns { return &chartAndDryRuns{c: probing} }, wantAfter: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &recordingClient{}
+			c := tc.chrt().c
+			_, _ = digestedClient(t, fake).Install("p", "ns", c, map[string]any{})
+			fake.Config().Capabilities.APIVersions = append(fake.Config().Capabilities.APIVersions, "monitoring.coreos.com/v1")
+			if n := dryRunsOfAReconcile(t, fake, c, map[string]any{}); n != tc.wantAfter {
+				t.Errorf("after a new API appeared: dry runs = %d, want %d", n, tc.wantAfter)
+			}
+		})
+	}
+}
+
+type chartAndDryRuns struct{ c *chart.Chart }
+
+func TestDryRunOptionReachesTheCheck(t *testing.T) {
+	var seen []string
+	fake := &optionsClient{record: func(u *action.Upgrade) { seen = append(seen, u.DryRunOption) }}
+	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return fake, nil
+	}), DigestOptions{DryRunOption: "client"})
+	ac := reconcileOf(t, getter)
+	_, _ = ac.Upgrade("p", "ns", testChart("kind: ConfigMap"), nil,
+		func(u *action.Upgrade) error { u.DryRun = true; u.DryRunOption = "server"; return nil })
+	if strings.Join(seen, ",") != "client" {
+		t.Errorf("the check ran with dry-run option %v, want client", seen)
+	}
+}
+
+type optionsClient struct {
+	recordingClient
+	record func(*action.Upgrade)
+}
+
+func (o *optionsClient) Upgrade(name, ns string, c *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	var u action.Upgrade
+	for _, f := range opts {
+		_ = f(&u)
+	}
+	o.record(&u)
+	return &release.Release{Name: name}, nil
+}
+
+// helmClient runs Helm's own install and upgrade, on in-memory storage and a fake kube client:
+// what the test checks is what Helm stores.
+type helmClient struct {
+	helmclient.ActionInterface
+	cfg *action.Configuration
+}
+
+func (h *helmClient) Config() *action.Configuration { return h.cfg }
+
+func (h *helmClient) Get(name string, _ ...helmclient.GetOption) (*release.Release, error) {
+	return h.cfg.Releases.Last(name)
+}
+
+func (h *helmClient) Install(name, ns string, c *chart.Chart, vals map[string]any, opts ...helmclient.InstallOption) (*release.Release, error) {
+	i := action.NewInstall(h.cfg)
+	i.ReleaseName, i.Namespace = name, ns
+	for _, o := range opts {
+		_ = o(i)
+	}
+	return i.Run(c, vals)
+}
+
+func (h *helmClient) Upgrade(name, ns string, c *chart.Chart, vals map[string]any, opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	u := action.NewUpgrade(h.cfg)
+	u.Namespace = ns
+	for _, o := range opts {
+		_ = o(u)
+	}
+	return u.Run(name, c, vals)
+}
+
+// Helm stores the labels of a revision after its rendering ran, so the count of lookups that
+// the rendering did reaches the release record.
+func TestHelmStoresTheLookupCountOfTheRendering(t *testing.T) {
+	api := newAPIServer(t)
+	cfg := &action.Configuration{
+		Releases:         storage.Init(driver.NewMemory()),
+		KubeClient:       &fake.PrintingKubeClient{Out: io.Discard},
+		Capabilities:     chartutil.DefaultCapabilities.Copy(),
+		RESTClientGetter: restGetter{host: api.URL},
+		Log:              func(string, ...any) {},
+	}
+	renderinputs.InstallRecorder(cfg)
+	h := &helmClient{cfg: cfg}
+	tracker := &fakeTracker{current: func(renderinputs.Read) string { return "" }}
+	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return h, nil
+	}), DigestOptions{Lookups: tracker})
+	// The lookup's kind is a variable: nothing in the template text names it.
+	chrt := testChart(`{{ $kind := "Secret" }}{{ $s := lookup "v1" $kind .Release.Namespace "tls" }}` +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  rv: {{ $s.metadata.resourceVersion | quote }}\n")
+
+	for _, step := range []struct {
+		name string
+		run  func(helmclient.ActionInterface) (*release.Release, error)
+	}{
+		{name: "install", run: func(ac helmclient.ActionInterface) (*release.Release, error) {
+			return ac.Install("p", "ns", chrt, map[string]any{})
+		}},
+		{name: "upgrade", run: func(ac helmclient.ActionInterface) (*release.Release, error) {
+			_, _ = ac.Get("p")
+			return ac.Upgrade("p", "ns", chrt, map[string]any{"replicas": 2})
+		}},
+	} {
+		rel, err := step.run(reconcileOf(t, getter))
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		stored, err := cfg.Releases.Get("p", rel.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := stored.Labels[LookupsLabel]; got != "1" {
+			t.Errorf("%s: stored %s=%q, want 1", step.name, LookupsLabel, got)
+		}
+		if !strings.Contains(stored.Manifest, `rv: "1"`) {
+			t.Errorf("%s: the lookup did not reach the template:\n%s", step.name, stored.Manifest)
+		}
+		reads := tracker.followed[renderinputs.CR{GVK: crGVK, NamespacedName: crKey}]
+		if len(reads) != 1 || reads[0].Seen != "u1@1" || reads[0].Name != "tls" {
+			t.Errorf("%s: followed %+v, want the Secret ns/tls as seen (u1@1)", step.name, reads)
+		}
+	}
+}

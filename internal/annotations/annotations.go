@@ -1,0 +1,118 @@
+// Package annotations implements the custom resource annotations that users of the stock
+// operator-sdk helm-operator and of helm-operator-plugins know, on every watched kind:
+// the names are theirs, and so are the meanings (see the README's table).
+//
+// The plugins' reconciler applies the install, upgrade and uninstall options itself once it is
+// given the annotation sets (Install, Upgrade, Uninstall); the pause annotation goes through
+// its pause handler. What the plugins lack (rollback-force, uninstall-wait, reconcile-period)
+// is read here and applied by the action client layers and a post-reconcile hook.
+package annotations
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/annotation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Domain is operator-sdk's annotation domain.
+const Domain = "helm.sdk.operatorframework.io"
+
+// The annotations, as operator-sdk and helm-operator-plugins name them. PauseReconcile is this
+// operator's choice of name for the plugins' pause handler (operator-sdk has none).
+const (
+	UpgradeForce          = Domain + "/upgrade-force"
+	RollbackForce         = Domain + "/rollback-force"
+	UninstallWait         = Domain + "/uninstall-wait"
+	ReconcilePeriod       = Domain + "/reconcile-period"
+	InstallDisableHooks   = Domain + "/install-disable-hooks"
+	UpgradeDisableHooks   = Domain + "/upgrade-disable-hooks"
+	UninstallDisableHooks = Domain + "/uninstall-disable-hooks"
+	InstallDescription    = Domain + "/install-description"
+	UpgradeDescription    = Domain + "/upgrade-description"
+	UninstallDescription  = Domain + "/uninstall-description"
+	PauseReconcile        = Domain + "/pause-reconcile"
+)
+
+// The plugins' option sets, for reconciler.WithInstallAnnotations and its siblings.
+var (
+	Install   = []annotation.Install{annotation.InstallDescription{}, annotation.InstallDisableHooks{}}
+	Upgrade   = []annotation.Upgrade{annotation.UpgradeDescription{}, annotation.UpgradeDisableHooks{}, annotation.UpgradeForce{}}
+	Uninstall = []annotation.Uninstall{annotation.UninstallDescription{}, annotation.UninstallDisableHooks{}}
+)
+
+// booleans are the annotations whose value is true or false.
+var booleans = []string{UpgradeForce, RollbackForce, UninstallWait, InstallDisableHooks, UpgradeDisableHooks,
+	UninstallDisableHooks, PauseReconcile}
+
+// Validate returns an error naming the first annotation whose value cannot be used. The stock
+// operators read such a value as false (or ignore the period) with at most a log line; here the
+// custom resource says why it is not reconciled until the value is fixed.
+func Validate(obj client.Object) error {
+	a := obj.GetAnnotations()
+	for _, name := range booleans {
+		if v, ok := a[name]; ok {
+			if _, err := strconv.ParseBool(v); err != nil {
+				return fmt.Errorf("metadata.annotations[%s]: %q is not a boolean (true or false)", name, v)
+			}
+		}
+	}
+	if v, ok := a[ReconcilePeriod]; ok {
+		if d, err := time.ParseDuration(v); err != nil || d < 0 {
+			return fmt.Errorf("metadata.annotations[%s]: %q is not a duration of zero or more (such as 30s or 5m)", ReconcilePeriod, v)
+		}
+	}
+	return nil
+}
+
+// Bool returns a boolean annotation, or fallback when it is absent or not a boolean.
+func Bool(obj client.Object, name string, fallback bool) bool {
+	if v, err := strconv.ParseBool(obj.GetAnnotations()[name]); err == nil {
+		return v
+	}
+	return fallback
+}
+
+// Period returns the reconcile period of obj: its annotation, else fallback.
+func Period(obj client.Object, fallback time.Duration) time.Duration {
+	if d, err := time.ParseDuration(obj.GetAnnotations()[ReconcilePeriod]); err == nil && d >= 0 {
+		return d
+	}
+	return fallback
+}
+
+// Action names what the annotations apply to.
+type Action string
+
+// The actions annotations change.
+const (
+	ForInstall   Action = "install"
+	ForUpgrade   Action = "upgrade"
+	ForUninstall Action = "uninstall"
+)
+
+var byAction = map[Action][]string{
+	ForInstall:   {InstallDisableHooks, InstallDescription},
+	ForUpgrade:   {UpgradeForce, UpgradeDisableHooks, UpgradeDescription, RollbackForce},
+	ForUninstall: {UninstallDisableHooks, UninstallDescription, UninstallWait},
+}
+
+// InEffect lists "name=value" for each annotation on obj that changes how action runs, for
+// Events to say which options an action ran with.
+func InEffect(obj client.Object, action Action) []string {
+	if obj == nil {
+		return nil
+	}
+	a := obj.GetAnnotations()
+	var out []string
+	for _, name := range byAction[action] {
+		if v, ok := a[name]; ok {
+			out = append(out, name+"="+v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,68 @@
+package annotations
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func withAnnotations(a map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAnnotations(a)
+	return u
+}
+
+func TestValidateNamesTheAnnotation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		a       map[string]string
+		wantErr string
+	}{
+		{name: "none", a: nil},
+		{name: "valid", a: map[string]string{UpgradeForce: "true", RollbackForce: "false", ReconcilePeriod: "30s", UpgradeDescription: "anything"}},
+		{name: "not a boolean", a: map[string]string{UninstallWait: "yes"}, wantErr: "metadata.annotations[" + UninstallWait + "]"},
+		{name: "not a duration", a: map[string]string{ReconcilePeriod: "5 minutes"}, wantErr: "metadata.annotations[" + ReconcilePeriod + "]"},
+		{name: "negative duration", a: map[string]string{ReconcilePeriod: "-1s"}, wantErr: ReconcilePeriod},
+		{name: "pause not a boolean", a: map[string]string{PauseReconcile: "please"}, wantErr: PauseReconcile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Validate(withAnnotations(tc.a))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPeriodAndBoolFallBackWhenAbsent(t *testing.T) {
+	if got := Period(withAnnotations(nil), time.Minute); got != time.Minute {
+		t.Errorf("no annotation: period %s, want the watch's", got)
+	}
+	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "2s"}), time.Minute); got != 2*time.Second {
+		t.Errorf("annotation 2s: period %s", got)
+	}
+	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "0s"}), time.Minute); got != 0 {
+		t.Errorf("annotation 0s turns the watch's period off, got %s", got)
+	}
+	if !Bool(withAnnotations(nil), RollbackForce, true) || Bool(withAnnotations(map[string]string{RollbackForce: "false"}), RollbackForce, true) {
+		t.Error("rollback-force: want true by default and false when set so")
+	}
+}
+
+func TestInEffectListsTheAnnotationsOfTheAction(t *testing.T) {
+	obj := withAnnotations(map[string]string{UpgradeForce: "true", InstallDescription: "first", RollbackForce: "false", "other": "x"})
+	if got := strings.Join(InEffect(obj, ForUpgrade), " "); got != RollbackForce+"=false "+UpgradeForce+"=true" {
+		t.Errorf("upgrade: %q", got)
+	}
+	if got := strings.Join(InEffect(obj, ForInstall), " "); got != InstallDescription+"=first" {
+		t.Errorf("install: %q", got)
+	}
+	if got := InEffect(obj, ForUninstall); len(got) != 0 {
+		t.Errorf("uninstall: %q", got)
+	}
+}

@@ -1,0 +1,86 @@
+package annotations
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/operator-framework/helm-operator-plugins/pkg/values"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons for the pause annotation.
+const (
+	ReasonPaused  = "ReconcilePaused"
+	ReasonResumed = "ReconcileResumed"
+	ReasonInvalid = "InvalidAnnotation"
+)
+
+// conditionPaused is the plugins' condition type for a paused resource.
+const conditionPaused = "Paused"
+
+// PauseHandler pauses every action on a custom resource whose PauseReconcile annotation is
+// "true" (the plugins then set Paused=True and return before reading the release), and records
+// an Event when a resource becomes paused or resumes.
+func PauseHandler(recorder record.EventRecorder) reconciler.PauseReconcileHandlerFunc {
+	isPaused := reconciler.PauseReconcileIfAnnotationTrue(PauseReconcile)
+	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+		paused, err := isPaused(ctx, obj)
+		was := pausedCondition(obj)
+		switch {
+		case paused && !was:
+			recorder.Eventf(obj, corev1.EventTypeNormal, ReasonPaused,
+				"%s=true: no install, upgrade, drift correction or uninstall until it is removed", PauseReconcile)
+		case !paused && was:
+			recorder.Eventf(obj, corev1.EventTypeNormal, ReasonResumed, "%s removed: reconciling again", PauseReconcile)
+		}
+		return paused, err
+	}
+}
+
+func pausedCondition(obj *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == conditionPaused {
+			return m["status"] == string(corev1.ConditionTrue)
+		}
+	}
+	return false
+}
+
+// CheckedTranslator validates the annotations before next translates the values: a value that
+// cannot be used stops the reconcile with an error naming the annotation (the plugins put it
+// in the Irreconcilable condition), before any action runs.
+func CheckedTranslator(next values.Translator, recorder record.EventRecorder) values.Translator {
+	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
+		if err := Validate(obj); err != nil {
+			recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalid, err.Error())
+			return nil, err
+		}
+		return next.Translate(ctx, obj)
+	})
+}
+
+// Requeuer puts a custom resource back in its queue after a period.
+type Requeuer interface {
+	AddAfter(key types.NamespacedName, d time.Duration)
+}
+
+// PeriodHook schedules the next reconcile of a custom resource after its reconcile-period
+// annotation, or after fallback (the watch's reconcilePeriod) without one; zero schedules none.
+// It runs after every successful reconcile, as the stock operator's requeue does.
+func PeriodHook(requeue Requeuer, fallback time.Duration) hook.PostHook {
+	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
+		if d := Period(obj, fallback); d > 0 {
+			requeue.AddAfter(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, d)
+		}
+		return nil
+	})
+}

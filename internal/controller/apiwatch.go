@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/requeue"
+)
+
+// apiServiceGVK: every API group-version the apiserver serves has an APIService, built-in ones,
+// aggregated ones, and those of CRDs (the apiserver registers one per CRD version).
+var apiServiceGVK = schema.GroupVersionKind{Group: "apiregistration.k8s.io", Version: "v1", Kind: "APIService"}
+
+// apiSettle is how long the watch waits after an APIService event before it learns the API
+// again: a CRD install brings several events (created, then available).
+const apiSettle = time.Second
+
+// apiChanges counts the changes of the cluster's API the watch saw, per kind; registered once
+// per process (the operator builds a new manager when it campaigns again).
+var apiChanges = sync.OnceValue(func() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "myproxy_operator_api_changes_total",
+		Help: "Changes of the cluster's API versions or Kubernetes version seen, by custom resource kind.",
+	}, []string{"kind"})
+	crmetrics.Registry.MustRegister(c)
+	return c
+})
+
+// capabilityReader is one kind: what learns its charts' capabilities, and whether its chart's
+// rendering may read them.
+type capabilityReader struct {
+	gvk     schema.GroupVersionKind
+	configs *helmconfig.Getter
+	reads   bool
+}
+
+// apiWatch brings a change of the cluster's API (a CRD installed or removed, an aggregated API
+// added) to the charts that test for it, without a restart: on an APIService event it has each
+// kind learn the capabilities again, and when they changed, queues every custom resource of the
+// kinds whose chart reads them. Their digests then differ and they render again; custom
+// resources of other kinds are not even queued.
+type apiWatch struct {
+	cache  cache.Cache // metadata
+	reader client.Reader
+	queues *requeue.Queues
+	kinds  []capabilityReader
+
+	mu      sync.Mutex
+	pending *time.Timer
+}
+
+// Start implements manager.Runnable; it runs on the leader only.
+func (a *apiWatch) Start(ctx context.Context) error {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(apiServiceGVK)
+	inf, err := a.cache.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	changed := func(any) { a.schedule(ctx) }
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
+	}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (a *apiWatch) schedule(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pending != nil {
+		return
+	}
+	a.pending = time.AfterFunc(apiSettle, func() {
+		a.mu.Lock()
+		a.pending = nil
+		a.mu.Unlock()
+		a.refresh(ctx)
+	})
+}
+
+func (a *apiWatch) refresh(ctx context.Context) {
+	log := logf.FromContext(ctx).WithName("api-watch")
+	for _, k := range a.kinds {
+		changed, err := k.configs.Refresh()
+		if err != nil {
+			log.Error(err, "cannot learn the cluster's API", "kind", k.gvk.Kind)
+			continue
+		}
+		if !changed {
+			continue
+		}
+		apiChanges().WithLabelValues(k.gvk.Kind).Inc()
+		if !k.reads {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
+		if err := a.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			log.Error(err, "cannot list custom resources to render again", "kind", k.gvk.Kind)
+			continue
+		}
+		log.Info("the cluster's API changed; rendering again the releases whose chart reads .Capabilities",
+			"kind", k.gvk.Kind, "count", len(list.Items))
+		for i := range list.Items {
+			a.queues.Add(k.gvk, client.ObjectKeyFromObject(&list.Items[i]))
+		}
+	}
+}

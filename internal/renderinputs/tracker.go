@@ -1,0 +1,227 @@
+package renderinputs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// CR names a custom resource whose renderings the Tracker follows.
+type CR struct {
+	GVK schema.GroupVersionKind
+	types.NamespacedName
+}
+
+// Tracker watches the metadata of the objects that renderings looked up, tells what they are
+// now, and wakes the custom resources whose rendering read an object that changed.
+//
+// Its cache holds only the identity and resourceVersion of objects of the looked-up kinds, in
+// the watched namespaces, and starts a kind's informer at its first lookup. An object outside
+// those namespaces is StateUnknown: the renderings that read it are always rendered again.
+type Tracker struct {
+	cache  cache.Cache
+	mapper meta.RESTMapper
+	wake   func(CR)
+
+	mu        sync.Mutex
+	followers map[string]map[CR]struct{} // Read.Key() -> custom resources whose rendering read it
+	followed  map[CR][]string            // custom resource -> keys it follows
+	watched   map[schema.GroupVersionKind]bool
+}
+
+// NewTracker creates a Tracker whose cache the manager starts. wake is called, from an
+// informer's goroutine, for each custom resource whose rendering read an object that changed.
+func NewTracker(mgr manager.Manager, namespaces map[string]cache.Config, wake func(CR)) (*Tracker, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: namespaces, DefaultTransform: onlyIdentity,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, err
+	}
+	return newTracker(c, mgr.GetRESTMapper(), wake), nil
+}
+
+func newTracker(c cache.Cache, mapper meta.RESTMapper, wake func(CR)) *Tracker {
+	return &Tracker{cache: c, mapper: mapper, wake: wake,
+		followers: map[string]map[CR]struct{}{}, followed: map[CR][]string{}, watched: map[schema.GroupVersionKind]bool{}}
+}
+
+// onlyIdentity keeps of an object's metadata what a Read compares: which object it is and its
+// resourceVersion.
+func onlyIdentity(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+			ResourceVersion: m.ResourceVersion}
+	}
+	return obj, nil
+}
+
+// Unchanged reports whether every read would see now what it saw.
+func (t *Tracker) Unchanged(ctx context.Context, reads []Read) bool {
+	for _, rd := range reads {
+		if rd.Seen == StateUnknown || t.Current(ctx, rd) != rd.Seen {
+			return false
+		}
+	}
+	return true
+}
+
+// Current returns what rd would see now, as far as the cache knows.
+func (t *Tracker) Current(ctx context.Context, rd Read) string {
+	gvk, err := t.mapper.KindFor(rd.Resource)
+	if err != nil {
+		return StateUnknown
+	}
+	if rd.Name != "" {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		err := t.cache.Get(ctx, client.ObjectKey{Namespace: rd.Namespace, Name: rd.Name}, obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			return StateAbsent
+		case err != nil:
+			return StateUnknown
+		}
+		return objectState(string(obj.UID), obj.ResourceVersion)
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := t.cache.List(ctx, list, client.InNamespace(rd.Namespace)); err != nil {
+		return StateUnknown
+	}
+	members := make([]member, 0, len(list.Items))
+	for _, it := range list.Items {
+		members = append(members, member{Namespace: it.Namespace, Name: it.Name, UID: string(it.UID), ResourceVersion: it.ResourceVersion})
+	}
+	return listState(members)
+}
+
+// Follow makes cr follow the objects its latest rendering read (and only those): a change to
+// any of them wakes it.
+func (t *Tracker) Follow(ctx context.Context, cr CR, reads []Read) error {
+	keys := make([]string, 0, len(reads))
+	for _, rd := range reads {
+		keys = append(keys, rd.Key())
+	}
+	t.mu.Lock()
+	t.unfollowLocked(cr)
+	if len(keys) > 0 {
+		t.followed[cr] = keys
+	}
+	for _, k := range keys {
+		if t.followers[k] == nil {
+			t.followers[k] = map[CR]struct{}{}
+		}
+		t.followers[k][cr] = struct{}{}
+	}
+	t.mu.Unlock()
+	for _, rd := range reads {
+		if err := t.watch(ctx, rd.Resource); err != nil {
+			return fmt.Errorf("watching %s, which the rendering looked up: %w", rd.Resource, err)
+		}
+	}
+	return nil
+}
+
+// Forget drops what cr followed (its release is gone).
+func (t *Tracker) Forget(cr CR) {
+	t.mu.Lock()
+	t.unfollowLocked(cr)
+	t.mu.Unlock()
+}
+
+// Following returns how many custom resources follow at least one object.
+func (t *Tracker) Following() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.followed)
+}
+
+func (t *Tracker) unfollowLocked(cr CR) {
+	for _, k := range t.followed[cr] {
+		delete(t.followers[k], cr)
+		if len(t.followers[k]) == 0 {
+			delete(t.followers, k)
+		}
+	}
+	delete(t.followed, cr)
+}
+
+// watch starts, once per kind, the informer whose events wake followers.
+func (t *Tracker) watch(ctx context.Context, gvr schema.GroupVersionResource) error {
+	gvk, err := t.mapper.KindFor(gvr)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	done := t.watched[gvk]
+	t.watched[gvk] = true
+	t.mu.Unlock()
+	if done {
+		return nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	inf, err := t.cache.GetInformer(ctx, obj)
+	if err == nil {
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { t.changed(gvr, o) },
+			UpdateFunc: func(_, o any) { t.changed(gvr, o) },
+			DeleteFunc: func(o any) { t.changed(gvr, o) },
+		})
+	}
+	if err != nil {
+		t.mu.Lock()
+		delete(t.watched, gvk)
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// changed wakes the followers of an object: those that read it, and those that listed its
+// namespace or the whole kind.
+func (t *Tracker) changed(gvr schema.GroupVersionResource, obj any) {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	keys := []string{
+		Read{Resource: gvr, Namespace: o.GetNamespace(), Name: o.GetName()}.Key(),
+		Read{Resource: gvr, Namespace: o.GetNamespace()}.Key(),
+	}
+	if o.GetNamespace() != "" {
+		keys = append(keys, Read{Resource: gvr}.Key())
+	}
+	var woken []CR
+	t.mu.Lock()
+	for _, k := range keys {
+		for cr := range t.followers[k] {
+			woken = append(woken, cr)
+		}
+	}
+	t.mu.Unlock()
+	for _, cr := range woken {
+		t.wake(cr)
+	}
+}
+
+// Cache is the Tracker's metadata cache (identity only, every label), for other watches of
+// cluster facts that need nothing more.
+func (t *Tracker) Cache() cache.Cache { return t.cache }

@@ -1,0 +1,80 @@
+// Package watchesfile loads watches.yaml: helm-operator-plugins' loader (charts, defaults,
+// overrideValues expansion) plus the keys it does not know and the stock operator-sdk
+// helm-operator does (dryRunOption). A key that neither knows is an error at start: the
+// plugins' loader ignores it, and a misspelt key (reconcilePeriod as reconcileperiod) would
+// silently do nothing.
+package watchesfile
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	"sigs.k8s.io/yaml"
+)
+
+// Keys of a watches.yaml entry, as the plugins and the stock operator-sdk helm-operator define them.
+var Keys = []string{"group", "version", "kind", "chart", "watchDependentResources", "overrideValues",
+	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption"}
+
+// Dry-run modes for the "is an upgrade needed?" check (Helm's --dry-run values). The check must
+// stay a dry run, so Helm's "none" and "false" (a real upgrade) are refused.
+const (
+	DryRunClient = "client" // render without the cluster: lookups return nothing
+	DryRunServer = "server" // render with lookups and have the apiserver validate (the plugins' choice)
+)
+
+// Watch is one entry.
+type Watch struct {
+	watches.Watch
+	// DryRunOption is the dry-run mode of the upgrade check; "" keeps the reconciler's (server).
+	DryRunOption string
+}
+
+// Load reads and checks the watches file at path.
+func Load(path string) ([]Watch, error) {
+	ws, err := watches.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var entries []map[string]any
+	if err := yaml.Unmarshal(raw, &entries); err != nil {
+		return nil, err
+	}
+	if len(entries) != len(ws) {
+		return nil, fmt.Errorf("%s: read %d entries, the watches loader %d", path, len(entries), len(ws))
+	}
+	out := make([]Watch, len(ws))
+	for i, e := range entries {
+		w := Watch{Watch: ws[i]}
+		where := fmt.Sprintf("%s: entry %d (%s)", path, i+1, ws[i].GroupVersionKind)
+		var unknown []string
+		for k := range e {
+			if !slices.Contains(Keys, k) {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			sort.Strings(unknown)
+			return nil, fmt.Errorf("%s: unknown key(s) %s; the keys are %s", where,
+				strings.Join(unknown, ", "), strings.Join(Keys, ", "))
+		}
+		if v, ok := e["dryRunOption"]; ok {
+			s, _ := v.(string)
+			if s != DryRunClient && s != DryRunServer {
+				return nil, fmt.Errorf("%s: dryRunOption %v is not supported: the upgrade check must be a dry run, %q or %q",
+					where, v, DryRunClient, DryRunServer)
+			}
+			w.DryRunOption = s
+		}
+		out[i] = w
+	}
+	return out, nil
+}

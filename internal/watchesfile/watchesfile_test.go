@@ -1,0 +1,57 @@
+package watchesfile
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func chartDir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "helm-charts", "myproxy")
+}
+
+func write(t *testing.T, extra string) string {
+	t.Helper()
+	content := "- group: gateway.example.com\n  version: v1alpha1\n  kind: MyProxy\n  chart: " + chartDir() + "\n" + extra
+	path := filepath.Join(t.TempDir(), "watches.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		extra   string
+		dryRun  string
+		wantErr string
+	}{
+		{name: "plain"},
+		{name: "dry run on the client", extra: "  dryRunOption: client\n", dryRun: DryRunClient},
+		{name: "dry run on the server", extra: "  dryRunOption: server\n", dryRun: DryRunServer},
+		{name: "a real upgrade is no check", extra: "  dryRunOption: none\n", wantErr: "dryRunOption none is not supported"},
+		{name: "misspelt key", extra: "  reconcileperiod: 1m\n", wantErr: `unknown key(s) reconcileperiod`},
+		{name: "every known key", extra: "  watchDependentResources: false\n  overrideValues: {a: b}\n  reconcilePeriod: 1m\n" +
+			"  maxConcurrentReconciles: 2\n  selector: {matchLabels: {a: b}}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, err := Load(write(t, tc.extra))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) != 1 || ws[0].DryRunOption != tc.dryRun || ws[0].Chart == nil {
+				t.Errorf("got %+v, want one entry with its chart and dryRunOption %q", ws, tc.dryRun)
+			}
+		})
+	}
+}
