@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/example/myproxy-operator/test/certs"
 )
 
 // FuzzTranslate feeds arbitrary MyProxy specs (as the apiserver could store them, before or
@@ -34,9 +36,10 @@ func FuzzTranslate(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	pair := certs.Valid(f, "good")
 	reader := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "team"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")},
+		Data: map[string][]byte{"tls.crt": pair.Cert, "tls.key": pair.Key},
 	}).Build()
 	tr := Translator{Reader: reader, Recorder: record.NewFakeRecorder(1 << 16)}
 

@@ -5,7 +5,10 @@ package values
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +65,32 @@ func (t Translator) checkTLSSecret(ctx context.Context, namespace string, spec m
 		return fmt.Errorf("spec.tls.secretName: Secret %q has type %q, want %q", name, secret.Type, corev1.SecretTypeTLS)
 	case len(secret.Data[corev1.TLSCertKey]) == 0 || len(secret.Data[corev1.TLSPrivateKeyKey]) == 0:
 		return fmt.Errorf("spec.tls.secretName: Secret %q lacks %s or %s", name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+	}
+	if err := checkPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], time.Now()); err != nil {
+		return fmt.Errorf("spec.tls.secretName: Secret %q: %w", name, err)
+	}
+	return nil
+}
+
+// checkPair reports a pair nginx would refuse to start with (not PEM, a key that does not match
+// the certificate) or would serve to clients that refuse it (expired, not yet valid).
+func checkPair(certPEM, keyPEM []byte, now time.Time) error {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return fmt.Errorf("%s and %s are not a PEM certificate and its private key: %w",
+			corev1.TLSCertKey, corev1.TLSPrivateKeyKey, err)
+	}
+	leaf := pair.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return fmt.Errorf("%s: %w", corev1.TLSCertKey, err)
+		}
+	}
+	switch {
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("the certificate in %s expired at %s", corev1.TLSCertKey, leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("the certificate in %s is not valid before %s", corev1.TLSCertKey, leaf.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,17 +12,27 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/example/myproxy-operator/test/certs"
 )
 
 func TestTranslate(t *testing.T) {
 	secret := func(name string, typ corev1.SecretType, data map[string][]byte) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team"}, Type: typ, Data: data}
 	}
-	pair := map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}
+	data := func(p certs.Pair) map[string][]byte { return map[string][]byte{"tls.crt": p.Cert, "tls.key": p.Key} }
+	valid := certs.Valid(t, "good")
+	expired := certs.SelfSigned(t, "old", time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	future := certs.SelfSigned(t, "new", time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
+	other := certs.Valid(t, "other")
 	reader := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(
-		secret("good", corev1.SecretTypeTLS, pair),
-		secret("opaque", corev1.SecretTypeOpaque, pair),
-		secret("empty", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": []byte("c")}),
+		secret("good", corev1.SecretTypeTLS, data(valid)),
+		secret("opaque", corev1.SecretTypeOpaque, data(valid)),
+		secret("empty", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": valid.Cert}),
+		secret("expired", corev1.SecretTypeTLS, data(expired)),
+		secret("future", corev1.SecretTypeTLS, data(future)),
+		secret("mismatched", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": valid.Cert, "tls.key": other.Key}),
+		secret("not-pem", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}),
 	).Build()
 	cases := []struct {
 		name   string
@@ -35,6 +46,11 @@ func TestTranslate(t *testing.T) {
 			`spec.tls.secretName: Secret "nope" not found in namespace "team"`},
 		{"wrong type", map[string]any{"tls": map[string]any{"secretName": "opaque"}}, `has type "Opaque", want "kubernetes.io/tls"`},
 		{"incomplete pair", map[string]any{"tls": map[string]any{"secretName": "empty"}}, "lacks tls.crt or tls.key"},
+		{"expired certificate", map[string]any{"tls": map[string]any{"secretName": "expired"}}, `Secret "expired": the certificate in tls.crt expired at`},
+		{"not yet valid", map[string]any{"tls": map[string]any{"secretName": "future"}}, "is not valid before"},
+		{"key of another certificate", map[string]any{"tls": map[string]any{"secretName": "mismatched"}},
+			"not a PEM certificate and its private key: tls: private key does not match public key"},
+		{"not PEM", map[string]any{"tls": map[string]any{"secretName": "not-pem"}}, "not a PEM certificate and its private key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

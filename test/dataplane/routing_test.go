@@ -11,7 +11,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/harness"
+	"github.com/example/myproxy-operator/test/nginx"
 )
 
 type request struct {
@@ -72,10 +74,10 @@ func TestRouting(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := startNginx(t, renderNginxConf(t, c.spec), nil)
+			p := nginx.Start(t, renderNginxConf(t, c.spec), nil)
 			client := &http.Client{Timeout: 10 * time.Second}
 			for _, r := range c.requests {
-				status, body := get(t, client, "http://"+p.httpAddr+r.path)
+				status, body := get(t, client, "http://"+p.HTTPAddr+r.path)
 				if status != r.wantStatus {
 					t.Errorf("GET %s: status %d, want %d (body %q)", r.path, status, r.wantStatus, body)
 				}
@@ -91,18 +93,18 @@ func TestRouting(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	api := upstream(t, "api", 0)
-	cert, pool := selfSigned(t)
+	pair := certs.Valid(t, "edge.test.svc")
 	conf := renderNginxConf(t, map[string]any{
 		"tls":    map[string]any{"secretName": "edge-cert"},
 		"routes": []any{map[string]any{"path": "/api/", "upstream": api}},
 	})
-	p := startNginx(t, conf, cert)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	status, body := get(t, client, "https://"+p.httpsAddr+"/api/x")
+	p := nginx.Start(t, conf, &pair)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pair.Pool()}}}
+	status, body := get(t, client, "https://"+p.HTTPSAddr+"/api/x")
 	if status != 200 || !strings.Contains(body, "upstream=api") || !strings.Contains(body, "xfp=https") {
 		t.Errorf("HTTPS GET /api/x: %d %q, want the api upstream with X-Forwarded-Proto https", status, body)
 	}
-	if status, _ := get(t, client, "http://"+p.httpAddr+"/api/x"); status != 200 {
+	if status, _ := get(t, client, "http://"+p.HTTPAddr+"/api/x"); status != 200 {
 		t.Errorf("plain HTTP still served: status %d", status)
 	}
 }
@@ -127,12 +129,13 @@ func TestSamples(t *testing.T) {
 				route := r.(map[string]any)
 				route["upstream"] = local
 			}
-			var cert *tlsFiles
+			var pair *certs.Pair
 			if tlsSpec, ok := cr.Spec["tls"].(map[string]any); ok && tlsSpec["secretName"] != "" {
-				cert, _ = selfSigned(t)
+				valid := certs.Valid(t, "edge.test.svc")
+				pair = &valid
 			}
-			p := startNginx(t, renderNginxConf(t, cr.Spec), cert)
-			if status, body := get(t, &http.Client{Timeout: 5 * time.Second}, "http://"+p.httpAddr+"/healthz"); status != 200 {
+			p := nginx.Start(t, renderNginxConf(t, cr.Spec), pair)
+			if status, body := get(t, &http.Client{Timeout: 5 * time.Second}, "http://"+p.HTTPAddr+"/healthz"); status != 200 {
 				t.Errorf("/healthz: %d %q", status, body)
 			}
 		})

@@ -19,6 +19,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -50,10 +51,11 @@ func TestMissingTLSSecretRecoversWhenCreated(t *testing.T) {
 	// Let the backoff grow, then create the Secret: the watch on Secrets retries at once.
 	time.Sleep(3 * time.Second)
 	created := time.Now()
+	pair := certs.Valid(t, "edge")
 	if err := c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "edge-cert", Namespace: ns},
 		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{"tls.crt": []byte("cert"), "tls.key": []byte("key")},
+		Data:       map[string][]byte{"tls.crt": pair.Cert, "tls.key": pair.Key},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,3 +29,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* Container ports nginx listens on: unprivileged, so nginx runs as non-root. */}}
 {{- define "myproxy.httpPort" -}}8080{{- end -}}
 {{- define "myproxy.httpsPort" -}}8443{{- end -}}
+
+{{/*
+Checksum of the data of a Secret in the cluster, for a pod annotation that rolls the Pods when
+the Secret's content changes. Without a cluster (helm template) the Secret reads as empty.
+*/}}
+{{- define "myproxy.secretChecksum" -}}
+{{- (lookup "v1" "Secret" .namespace .name).data | default dict | toJson | sha256sum -}}
+{{- end -}}
