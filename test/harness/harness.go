@@ -91,7 +91,14 @@ func StartOperator(t testing.TB, bin, kubeconfig string, args []string, env ...s
 	t.Helper()
 	base := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--zap-log-level=info"}
-	cmd := exec.Command(bin, append(base, args...)...)
+	return StartProcess(t, bin, append(base, args...), env...)
+}
+
+// StartProcess runs a long-lived program (an operator, this one or another) with args and extra
+// environment, as StartOperator does, but with no arguments of its own.
+func StartProcess(t testing.TB, bin string, args []string, env ...string) *Operator {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), env...)
 	o := &Operator{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
