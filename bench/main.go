@@ -8,6 +8,8 @@
 //
 //	N=1000          MyProxies in the fleet
 //	IDLE=5m         idle window after convergence
+//	LOOKUPS=N/10    MyProxies with TLS added to the fleet before the idle window: their
+//	                rendering reads the TLS Secret through lookup
 //	SAMPLES=20      one-more-MyProxy latency samples
 //	STOCK_SAMPLES=5 the same for the stock helm-operator, whose samples take a minute each
 //	WORKERS=8       client workers that create and delete
@@ -39,6 +41,7 @@ const (
 type settings struct {
 	root, dir        string
 	n, samples       int
+	lookups          int // MyProxies whose rendering looks up their TLS Secret
 	stockSamples     int
 	workers          int
 	unrelated        int
@@ -72,6 +75,7 @@ func loadSettings() (settings, error) {
 		unrelated: envInt("UNRELATED", 5000), idle: 5 * time.Minute, portBase: envInt("BENCH_PORT_BASE", 23400),
 		dir: filepath.Join(root, "bin", "bench"), subjects: []string{"limit", "myproxy-operator", "helm-operator"},
 		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator")}
+	s.lookups = envInt("LOOKUPS", s.n/10)
 	if v := os.Getenv("IDLE"); v != "" {
 		if s.idle, err = time.ParseDuration(v); err != nil {
 			return s, fmt.Errorf("IDLE: %w", err)
@@ -102,7 +106,8 @@ func run() error {
 	defer func() { _ = c.down() }()
 
 	rep := &report{Started: time.Now(), Machine: fmt.Sprintf("%d cores", runtime.NumCPU()),
-		Command: fmt.Sprintf("make bench N=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d", s.n, s.idle, s.samples, s.stockSamples, s.unrelated)}
+		Command: fmt.Sprintf("make bench N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d",
+			s.n, s.lookups, s.idle, s.samples, s.stockSamples, s.unrelated)}
 	for _, name := range s.subjects {
 		var res fleetResult
 		switch name {

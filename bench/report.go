@@ -23,6 +23,7 @@ type fleetResult struct {
 	// RequestsByResource details Requests by verb and resource.
 	RequestsByResource requests `json:"requestsByResource,omitempty"`
 
+	LookupReleases            int      `json:"lookupReleases"` // in the fleet during the idle window
 	IdleMinutes               float64  `json:"idleMinutes"`
 	IdleRequests              requests `json:"idleRequests"`
 	IdleRequestsPerCRMinute   float64  `json:"idleRequestsPerCRMinute"`
@@ -179,15 +180,15 @@ func (r *report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| subject | idle requests / CR / min | idle CPU-s / CR / min | deleted Deployment back | one more CR to Deployed p50 / p99 (samples) | delete all | left over |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| subject | lookup releases at rest | idle requests / CR / min | idle CPU-s / CR / min | deleted Deployment back | one more CR to Deployed p50 / p99 (samples) | delete all | left over |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, f := range r.Fleet {
-		idleReq, idleCPU := f3(f.IdleRequestsPerCRMinute), f3(f.IdleCPUSecondsPerCRMinute)
+		lookups, idleReq, idleCPU := fmt.Sprint(f.LookupReleases), f3(f.IdleRequestsPerCRMinute), f3(f.IdleCPUSecondsPerCRMinute)
 		drift := f1(f.DriftSeconds) + " s"
 		if f.Subject == subjectLimit {
-			idleReq, idleCPU, drift = "—", "—", "—"
+			lookups, idleReq, idleCPU, drift = "—", "—", "—", "—"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f / %.2f s (%d) | %s s | %d |\n", f.Subject, idleReq, idleCPU, drift,
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.2f / %.2f s (%d) | %s s | %d |\n", f.Subject, lookups, idleReq, idleCPU, drift,
 			f.LatencyP50, f.LatencyP99, len(f.Latencies), f1(f.DeleteSeconds), f.Leftovers)
 	}
 	if len(r.Memory) > 0 {

@@ -163,6 +163,11 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR",
 		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR)
 
+	if s.lookups > 0 {
+		if err := addLookupReleases(ctx, s, e, t, &res); err != nil {
+			return res, err
+		}
+	}
 	if s.idle > 0 {
 		if err := idle(ctx, s, c, op, p, &res); err != nil {
 			return res, err
@@ -184,6 +189,21 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	}
 	res.PeakRSSMiB = float64(final.PeakBytes) / (1 << 20)
 	return res, nil
+}
+
+// addLookupReleases adds to the fleet MyProxies whose rendering looks up their TLS Secret, so
+// that the idle window shows what such releases cost at rest.
+func addLookupReleases(ctx context.Context, s settings, e *env, t *tracker, res *fleetResult) error {
+	progress("%s: adding %d MyProxies whose chart looks up their TLS Secret", res.Subject, s.lookups)
+	if err := createTLSSecret(ctx, e.cs, fleetNamespace); err != nil {
+		return err
+	}
+	if err := parallel(ctx, s.workers, names("lookup", s.lookups), createLookupProxy(e.dyn, fleetNamespace)); err != nil {
+		return err
+	}
+	_, err := t.waitFor(ctx, "lookup releases Deployed", convergeLimit, allDeployed(s.n+s.lookups))
+	res.LookupReleases = s.lookups
+	return err
 }
 
 func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, res *fleetResult) error {
@@ -209,7 +229,7 @@ func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorP
 	if res.IdleRequests, err = countRequests(c.auditLog(), op.user, from, to, true); err != nil {
 		return err
 	}
-	perCRMinute := float64(s.n) * res.IdleMinutes
+	perCRMinute := float64(s.n+res.LookupReleases) * res.IdleMinutes
 	res.IdleRequestsPerCRMinute = float64(res.IdleRequests.total()) / perCRMinute
 	res.IdleCPUSecondsPerCRMinute = (after.CPUSeconds - before.CPUSeconds) / perCRMinute
 	progress("%s: idle: %.3g requests and %.3g CPU-s per CR per minute", op.name,
@@ -268,6 +288,9 @@ func latency(ctx context.Context, samples int, e *env, t *tracker, res *fleetRes
 // deleteAll deletes every MyProxy and times until nothing of theirs is left.
 func deleteAll(ctx context.Context, s settings, samples int, e *env, t *tracker, res *fleetResult, del func(context.Context, string) error) error {
 	all := append(names("fleet", s.n), names("extra", samples)...)
+	if res.LookupReleases > 0 {
+		all = append(all, names("lookup", res.LookupReleases)...)
+	}
 	progress("%s: deleting %d MyProxies", res.Subject, len(all))
 	start := time.Now()
 	if err := parallel(ctx, s.workers, all, del); err != nil {

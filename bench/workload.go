@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -19,6 +20,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/example/myproxy-operator/test/certs"
 )
 
 // spec is the spec of every benchmark MyProxy: one replica and one route, the common case.
@@ -31,8 +34,23 @@ func spec() map[string]any {
 	}
 }
 
+// tlsSecretName is the Secret the lookup releases serve HTTPS with; their chart reads it with
+// lookup (for the checksum that rolls Pods when it changes).
+const tlsSecretName = "bench-tls"
+
+// lookupSpec is spec with TLS: a rendering that looks up the TLS Secret.
+func lookupSpec() map[string]any {
+	s := spec()
+	s["tls"] = map[string]any{"secretName": tlsSecretName}
+	return s
+}
+
 func myProxy(namespace, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec()}}
+	return myProxyWith(namespace, name, spec())
+}
+
+func myProxyWith(namespace, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetAPIVersion(myProxyGVR.Group + "/" + myProxyGVR.Version)
 	u.SetKind("MyProxy")
 	u.SetNamespace(namespace)
@@ -82,6 +100,27 @@ func createProxy(dyn dynamic.Interface, namespace string) func(context.Context, 
 		_, err := dyn.Resource(myProxyGVR).Namespace(namespace).Create(ctx, myProxy(namespace, name), metav1.CreateOptions{})
 		return err
 	}
+}
+
+// createLookupProxy creates MyProxies with lookupSpec.
+func createLookupProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
+	return func(ctx context.Context, name string) error {
+		_, err := dyn.Resource(myProxyGVR).Namespace(namespace).Create(ctx, myProxyWith(namespace, name, lookupSpec()), metav1.CreateOptions{})
+		return err
+	}
+}
+
+// createTLSSecret creates the Secret the lookup releases read.
+func createTLSSecret(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+	pair, err := certs.New("bench", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: tlsSecretName}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: pair.Cert, corev1.TLSPrivateKeyKey: pair.Key},
+	}, metav1.CreateOptions{})
+	return err
 }
 
 func deleteProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {

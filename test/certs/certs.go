@@ -32,13 +32,22 @@ func (p Pair) Pool() *x509.CertPool {
 // notBefore to notAfter.
 func SelfSigned(t testing.TB, commonName string, notBefore, notAfter time.Time) Pair {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	p, err := New(commonName, notBefore, notAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// New is SelfSigned for programs that are not tests (the benchmark).
+func New(commonName string, notBefore, notAfter time.Time) (Pair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Pair{}, err
+	}
 	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: commonName},
@@ -48,21 +57,21 @@ func SelfSigned(t testing.TB, commonName string, notBefore, notAfter time.Time) 
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	leaf, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return Pair{}, err
 	}
 	return Pair{
 		Cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		Key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 		Leaf: leaf,
-	}
+	}, nil
 }
 
 // Valid makes a pair valid for the next hour.
