@@ -124,9 +124,14 @@ func digestedClient(t *testing.T, fake *recordingClient) helmclient.ActionInterf
 // operator process: it knows only what the release labels say.
 func digestedClientWith(t *testing.T, fake *recordingClient, o DigestOptions) helmclient.ActionInterface {
 	t.Helper()
-	return reconcileOf(t, Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return fake, nil
-	}), o))
+	return reconcileOf(t, digesterOf(fake, o))
+}
+
+// digesterOf returns a Digested getter over ac: a new one stands for a new operator process.
+func digesterOf(ac helmclient.ActionInterface, o DigestOptions) helmclient.ActionClientGetter {
+	return Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return ac, nil
+	}), o)
 }
 
 // The custom resource of the tests.
@@ -269,9 +274,7 @@ func TestChartChangesWaitForTheRolloutRateSpecChangesDoNot(t *testing.T) {
 func TestLabelsCopiedIntoAHandMadeRevisionAreNotTrusted(t *testing.T) {
 	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
 	fake := &recordingClient{}
-	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return fake, nil
-	}), DigestOptions{})
+	getter := digesterOf(fake, DigestOptions{})
 	if _, err := reconcileOf(t, getter).Install("p", "ns", chrt, vals); err != nil {
 		t.Fatal(err)
 	}
@@ -283,9 +286,7 @@ func TestLabelsCopiedIntoAHandMadeRevisionAreNotTrusted(t *testing.T) {
 	fake.rel = &handMade
 	for name, g := range map[string]helmclient.ActionClientGetter{
 		"same process": getter,
-		"new process": Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-			return fake, nil
-		}), DigestOptions{}),
+		"new process":  digesterOf(fake, DigestOptions{}),
 	} {
 		fake.dryRuns = 0
 		ac := reconcileOf(t, g)

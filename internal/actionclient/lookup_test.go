@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/renderinputs"
 )
@@ -103,9 +102,7 @@ func TestALookedUpObjectIsPartOfTheDigest(t *testing.T) {
 		defer api.mu.Unlock()
 		return "u1@" + api.rv
 	}}
-	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return fake, nil
-	}), DigestOptions{Lookups: tracker})
+	getter := digesterOf(fake, DigestOptions{Lookups: tracker})
 	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
 
 	if _, err := reconcileOf(t, getter).Install("p", "ns", chrt, vals); err != nil {
@@ -139,9 +136,7 @@ func TestALookedUpObjectIsPartOfTheDigest(t *testing.T) {
 		t.Errorf("after a dry run rendered the deployed manifest from the new Secret: dry runs = %d, want 0", n)
 	}
 	// A new process knows nothing of what was looked up: it renders once.
-	fresh := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return fake, nil
-	}), DigestOptions{Lookups: tracker})
+	fresh := digesterOf(fake, DigestOptions{Lookups: tracker})
 	ac := reconcileOf(t, fresh)
 	_, _ = ac.Get("p")
 	fake.dryRuns = 0
@@ -172,15 +167,15 @@ func TestCapabilitiesEnterTheDigestOfChartsThatReadThem(t *testing.T) {
 	probing := testChart(`{{ if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}kind: ServiceMonitor{{ end }}`)
 	for _, tc := range []struct {
 		name      string
-		chrt      func() *chartAndDryRuns
+		chrt      *chart.Chart
 		wantAfter int
 	}{
-		{name: "chart without .Capabilities", chrt: func() *chartAndDryRuns { return &chartAndDryRuns{c: plain} }, wantAfter: 0},
-		{name: "chart testing an API version", chrt: func() *chartAndDryRuns { return &chartAndDryRuns{c: probing} }, wantAfter: 1},
+		{name: "chart without .Capabilities", chrt: plain, wantAfter: 0},
+		{name: "chart testing an API version", chrt: probing, wantAfter: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recordingClient{}
-			c := tc.chrt().c
+			c := tc.chrt
 			_, _ = digestedClient(t, fake).Install("p", "ns", c, map[string]any{})
 			fake.Config().Capabilities.APIVersions = append(fake.Config().Capabilities.APIVersions, "monitoring.coreos.com/v1")
 			if n := dryRunsOfAReconcile(t, fake, c, map[string]any{}); n != tc.wantAfter {
@@ -190,14 +185,10 @@ func TestCapabilitiesEnterTheDigestOfChartsThatReadThem(t *testing.T) {
 	}
 }
 
-type chartAndDryRuns struct{ c *chart.Chart }
-
 func TestDryRunOptionReachesTheCheck(t *testing.T) {
 	var seen []string
 	fake := &optionsClient{record: func(u *action.Upgrade) { seen = append(seen, u.DryRunOption) }}
-	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return fake, nil
-	}), DigestOptions{DryRunOption: "client"})
+	getter := digesterOf(fake, DigestOptions{DryRunOption: "client"})
 	ac := reconcileOf(t, getter)
 	_, _ = ac.Upgrade("p", "ns", testChart("kind: ConfigMap"), nil,
 		func(u *action.Upgrade) error { u.DryRun = true; u.DryRunOption = "server"; return nil })
@@ -265,9 +256,7 @@ func TestHelmStoresTheLookupCountOfTheRendering(t *testing.T) {
 	renderinputs.InstallRecorder(cfg)
 	h := &helmClient{cfg: cfg}
 	tracker := &fakeTracker{current: func(renderinputs.Read) string { return "" }}
-	getter := Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return h, nil
-	}), DigestOptions{Lookups: tracker})
+	getter := digesterOf(h, DigestOptions{Lookups: tracker})
 	// The lookup's kind is a variable: nothing in the template text names it.
 	chrt := testChart(`{{ $kind := "Secret" }}{{ $s := lookup "v1" $kind .Release.Namespace "tls" }}` +
 		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  rv: {{ $s.metadata.resourceVersion | quote }}\n")

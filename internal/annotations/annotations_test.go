@@ -1,11 +1,13 @@
 package annotations
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
 )
 
 func withAnnotations(a map[string]string) *unstructured.Unstructured {
@@ -64,5 +66,30 @@ func TestInEffectListsTheAnnotationsOfTheAction(t *testing.T) {
 	}
 	if got := InEffect(obj, ForUninstall); len(got) != 0 {
 		t.Errorf("uninstall: %q", got)
+	}
+}
+
+func TestPauseHandlerRecordsTransitions(t *testing.T) {
+	recorder := record.NewFakeRecorder(10)
+	pause := PauseHandler(recorder)
+	obj := withAnnotations(map[string]string{PauseReconcile: "true"})
+	if paused, _ := pause(context.Background(), obj); !paused {
+		t.Fatal("not paused with the annotation true")
+	}
+	if ev := <-recorder.Events; !strings.Contains(ev, ReasonPaused) {
+		t.Errorf("event %q, want %s", ev, ReasonPaused)
+	}
+	// The plugins set Paused=True; while it stays paused, no more Events.
+	_ = unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"type": "Paused", "status": "True"}}, "status", "conditions")
+	_, _ = pause(context.Background(), obj)
+	obj.SetAnnotations(nil)
+	if paused, _ := pause(context.Background(), obj); paused {
+		t.Fatal("paused without the annotation")
+	}
+	if ev := <-recorder.Events; !strings.Contains(ev, ReasonResumed) {
+		t.Errorf("event %q, want %s", ev, ReasonResumed)
+	}
+	if len(recorder.Events) != 0 {
+		t.Errorf("extra events: %d", len(recorder.Events))
 	}
 }

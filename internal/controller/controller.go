@@ -87,6 +87,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 	if err != nil {
 		return fmt.Errorf("creating the Secret metadata cache: %w", err)
 	}
+	go renderinputs.CodeVersion() // digest the executable before the first reconcile needs it
 	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New()}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
