@@ -185,22 +185,27 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx 
 	}
 }
 
-// Consistently fails the test if cond turns false at any poll during the whole duration.
+// Consistently fails the test if cond turns false at any poll during the whole duration. Each
+// poll gets a context of its own, so that the last one does not run with an expired context.
 func Consistently(t testing.TB, duration time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
-	defer cancel()
+	deadline := time.Now().Add(duration)
 	for {
-		if ok, reason := cond(ctx); !ok {
+		ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
+		ok, reason := cond(ctx)
+		cancel()
+		if !ok {
 			t.Fatalf("%s: stopped holding: %s", what, reason)
 		}
-		select {
-		case <-ctx.Done():
+		if time.Now().After(deadline) {
 			return
-		case <-time.After(200 * time.Millisecond):
 		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// pollTimeout bounds one poll of Consistently.
+const pollTimeout = 30 * time.Second
 
 // Run executes a command and returns its combined output; it fails the test on error.
 func Run(t testing.TB, env []string, name string, args ...string) string {
