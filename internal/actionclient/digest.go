@@ -372,11 +372,6 @@ func (s *digestState) chartInfo(chrt *chart.Chart) chartInfo {
 	return info
 }
 
-// CapabilityUse returns what the chart reads of the cluster's capabilities.
-func CapabilityUse(chrt *chart.Chart) (renderinputs.CapabilityUse, error) {
-	return renderinputs.AnalyseChart(chrt)
-}
-
 // digestChart hashes the rendering code and every file of a chart and of its dependencies, in
 // name order.
 func digestChart(chrt *chart.Chart) string {

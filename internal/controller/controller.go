@@ -124,7 +124,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	if err != nil {
 		return capabilityReader{}, err
 	}
-	use, err := actionclient.CapabilityUse(w.Chart)
+	use, err := renderinputs.AnalyseChart(w.Chart)
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("chart %s: %w", w.ChartPath, err)
 	}

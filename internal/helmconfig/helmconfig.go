@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,7 @@ type Getter struct {
 	mu        sync.Mutex
 	caps      *chartutil.Capabilities
 	capsAt    time.Time
+	refreshed string // what the last Refresh saw
 	reachedAt time.Time
 }
 
@@ -72,25 +74,21 @@ func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*actio
 }
 
 // Refresh learns the cluster's capabilities again now, and reports whether the API versions or
-// the Kubernetes version changed since they were last learnt.
+// the Kubernetes version changed since the last Refresh (the first one reports no change). It
+// compares with what the last Refresh saw, not with what reconciles learnt in between after
+// TTL, so that no change goes unreported.
 func (g *Getter) Refresh() (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	before := g.caps
 	if err := g.learnLocked(); err != nil {
 		return false, err
 	}
-	if before == nil {
-		return false, nil
-	}
-	return before.KubeVersion.Version != g.caps.KubeVersion.Version ||
-		!slices.Equal(sortedCopy(before.APIVersions), sortedCopy(g.caps.APIVersions)), nil
-}
-
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
+	apis := slices.Clone(g.caps.APIVersions)
+	slices.Sort(apis)
+	seen := g.caps.KubeVersion.Version + "\x00" + strings.Join(apis, "\x00")
+	changed := g.refreshed != "" && seen != g.refreshed
+	g.refreshed = seen
+	return changed, nil
 }
 
 func (g *Getter) capabilities() (*chartutil.Capabilities, error) {

@@ -111,3 +111,25 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 		t.Errorf("the wrapped kube client lost Helm's optional interfaces")
 	}
 }
+
+func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
+	var calls int
+	fake := countingDiscovery(&calls)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), fake)
+	if changed, err := g.Refresh(); err != nil || changed {
+		t.Fatalf("first refresh: changed=%v err=%v, want no change", changed, err)
+	}
+	fake.Resources = append(fake.Resources, &metav1.APIResourceList{GroupVersion: "monitoring.coreos.com/v1",
+		APIResources: []metav1.APIResource{{Name: "servicemonitors", Kind: "ServiceMonitor"}}})
+	// A reconcile learns the new API first (its TTL ran out): the next Refresh still reports it.
+	g.now = func() time.Time { return time.Now().Add(2 * TTL) }
+	if _, err := g.ActionConfigFor(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if changed, _ := g.Refresh(); !changed {
+		t.Error("a new API version was not reported")
+	}
+	if changed, _ := g.Refresh(); changed {
+		t.Error("the same API was reported twice")
+	}
+}
