@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -80,8 +81,15 @@ func (t *Tracker) Unchanged(ctx context.Context, reads []Read) bool {
 	return true
 }
 
+// syncTimeout bounds the wait for a kind's informer to sync. An informer that cannot list its
+// kind (no permission to list or watch it) never syncs; a reconcile must not hang on it, and the
+// objects it would have watched read as StateUnknown.
+const syncTimeout = 10 * time.Second
+
 // Current returns what rd would see now, as far as the cache knows.
 func (t *Tracker) Current(ctx context.Context, rd Read) string {
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
 	gvk, err := t.mapper.KindFor(rd.Resource)
 	if err != nil {
 		return StateUnknown
@@ -176,6 +184,8 @@ func (t *Tracker) watch(ctx context.Context, gvr schema.GroupVersionResource) er
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(gvk)
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
 	inf, err := t.cache.GetInformer(ctx, obj)
 	if err == nil {
 		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
