@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/requeue"
 )
 
@@ -38,12 +40,23 @@ var apiChanges = sync.OnceValue(func() *prometheus.CounterVec {
 	return c
 })
 
-// capabilityReader is one kind: what learns its charts' capabilities, and whether its chart's
-// rendering may read them.
+// capabilityReader is one kind: what learns its chart's capabilities, and what its chart's
+// renderings read of them.
 type capabilityReader struct {
-	gvk     schema.GroupVersionKind
-	configs *helmconfig.Getter
-	reads   bool
+	gvk       schema.GroupVersionKind
+	configs   *helmconfig.Getter
+	use       renderinputs.CapabilityUse
+	overrides []byte // the watch's overrideValues, encoded: values a `tpl` may render
+}
+
+// reads reports whether the rendering for a custom resource reads the cluster's capabilities.
+func (k capabilityReader) reads(cr *unstructured.Unstructured) bool {
+	if !k.use.Any() {
+		return false
+	}
+	spec, _ := json.Marshal(cr.Object["spec"])
+	r := k.use.Reads(append(spec, k.overrides...))
+	return r.KubeVersion || r.APIVersions
 }
 
 // apiWatch brings a change of the cluster's API (a CRD installed or removed, an aggregated API
@@ -105,7 +118,7 @@ func (a *apiWatch) refresh(ctx context.Context) {
 			continue
 		}
 		apiChanges().WithLabelValues(k.gvk.Kind).Inc()
-		if !k.reads {
+		if !k.use.Any() {
 			continue
 		}
 		list := &unstructured.UnstructuredList{}
@@ -114,10 +127,14 @@ func (a *apiWatch) refresh(ctx context.Context) {
 			log.Error(err, "cannot list custom resources to render again", "kind", k.gvk.Kind)
 			continue
 		}
-		log.Info("the cluster's API changed; rendering again the releases whose chart reads .Capabilities",
-			"kind", k.gvk.Kind, "count", len(list.Items))
+		queued := 0
 		for i := range list.Items {
-			a.queues.Add(k.gvk, client.ObjectKeyFromObject(&list.Items[i]))
+			if k.reads(&list.Items[i]) {
+				a.queues.Add(k.gvk, client.ObjectKeyFromObject(&list.Items[i]))
+				queued++
+			}
 		}
+		log.Info("the cluster's API changed; rendering again the releases that read .Capabilities",
+			"kind", k.gvk.Kind, "count", queued)
 	}
 }

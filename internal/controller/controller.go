@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -175,7 +176,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}
-	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, reads: use.Any()}, nil
+	overrides, _ := json.Marshal(w.OverrideValues)
+	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
 }
 
 // actionClients returns the plugins' action client getter twice: failed upgrades roll back

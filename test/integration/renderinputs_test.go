@@ -179,13 +179,16 @@ func TestLookupsAndCapabilitiesReachOnlyTheReleasesThatReadThem(t *testing.T) {
 	// A CRD installed now: the probing chart sees widgets.example.com/v1 without a restart; the
 	// operator whose chart reads no capabilities sees the change and renders nothing.
 	plainReconciles := func() float64 {
-		n, err := metric(ctx, plain, "controller_runtime_reconcile_total", `controller="MyProxy-controller"`)
+		n, err := metric(ctx, plain, "controller_runtime_reconcile_total", `controller="myproxy-controller"`)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	plainBefore := plainReconciles()
+	if plainBefore == 0 {
+		t.Fatal("the plain operator's reconciles are not counted: the metric's name or labels changed")
+	}
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets.widgets.example.com"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
