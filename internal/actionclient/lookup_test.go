@@ -215,7 +215,8 @@ func (o *optionsClient) Upgrade(name, ns string, c *chart.Chart, vals map[string
 // what the test checks is what Helm stores.
 type helmClient struct {
 	helmclient.ActionInterface
-	cfg *action.Configuration
+	cfg     *action.Configuration
+	dryRuns int
 }
 
 func (h *helmClient) Config() *action.Configuration { return h.cfg }
@@ -238,6 +239,9 @@ func (h *helmClient) Upgrade(name, ns string, c *chart.Chart, vals map[string]an
 	u.Namespace = ns
 	for _, o := range opts {
 		_ = o(u)
+	}
+	if u.DryRun {
+		h.dryRuns++
 	}
 	return u.Run(name, c, vals)
 }
@@ -290,6 +294,98 @@ func TestHelmStoresTheLookupCountOfTheRendering(t *testing.T) {
 		reads := tracker.followed[renderinputs.CR{GVK: crGVK, NamespacedName: crKey}]
 		if len(reads) != 1 || reads[0].Seen != "u1@1" || reads[0].Name != "tls" {
 			t.Errorf("%s: followed %+v, want the Secret ns/tls as seen (u1@1)", step.name, reads)
+		}
+	}
+}
+
+// The fast path answers "unchanged" only when Helm's own dry run renders the deployed manifest:
+// each change of an input that the chart reads is run through both, on Helm's real actions.
+func TestTheDigestAnswersOnlyWhatARenderingWould(t *testing.T) {
+	api := newAPIServer(t)
+	cfg := &action.Configuration{
+		Releases:         storage.Init(driver.NewMemory()),
+		KubeClient:       &fake.PrintingKubeClient{Out: io.Discard},
+		Capabilities:     chartutil.DefaultCapabilities.Copy(),
+		RESTClientGetter: restGetter{host: api.URL},
+		Log:              func(string, ...any) {},
+	}
+	renderinputs.InstallRecorder(cfg)
+	h := &helmClient{cfg: cfg}
+	tracker := &fakeTracker{current: func(renderinputs.Read) string {
+		api.mu.Lock()
+		defer api.mu.Unlock()
+		return "u1@" + api.rv
+	}}
+	getter := digesterOf(h, DigestOptions{Lookups: tracker})
+	chrt := testChart(`{{ $s := lookup "v1" "Secret" .Release.Namespace "tls" }}` +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  rv: {{ $s.metadata.resourceVersion | quote }}\n" +
+		`  monitoring: {{ .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" | quote }}` + "\n" +
+		`  replicas: {{ .Values.replicas | quote }}` + "\n")
+	vals := map[string]any{"replicas": 1}
+	if _, err := reconcileOf(t, getter).Install("p", "ns", chrt, vals); err != nil {
+		t.Fatal(err)
+	}
+
+	// rendersDeployed runs Helm's own dry run, bypassing the digest.
+	rendersDeployed := func() bool {
+		cur, err := cfg.Releases.Last("p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := action.NewUpgrade(cfg)
+		u.Namespace, u.DryRun, u.DryRunOption = "ns", true, "server"
+		rel, err := u.Run("p", chrt, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel.Manifest == cur.Manifest
+	}
+	for _, step := range []struct {
+		name   string
+		change func()
+	}{
+		{name: "nothing", change: func() {}},
+		{name: "the looked-up Secret", change: func() { api.setRV("2") }},
+		{name: "nothing again", change: func() {}},
+		{name: "a new API", change: func() {
+			cfg.Capabilities.APIVersions = append(cfg.Capabilities.APIVersions, "monitoring.coreos.com/v1")
+		}},
+		{name: "the values", change: func() { vals = map[string]any{"replicas": 2} }},
+		{name: "an unread API", change: func() {
+			cfg.Capabilities.APIVersions = append(cfg.Capabilities.APIVersions, "unrelated.example.com/v1")
+		}},
+	} {
+		step.change()
+		ac := reconcileOf(t, getter)
+		cur, err := ac.Get("p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.dryRuns = 0
+		// The reconciler's check: a dry run on the server, which looks objects up.
+		checked, err := ac.Upgrade("p", "ns", chrt, vals,
+			func(u *action.Upgrade) error { u.DryRun, u.DryRunOption = true, "server"; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast := h.dryRuns == 0
+		same := rendersDeployed()
+		if fast && !same {
+			t.Errorf("%s: answered unchanged from the digest, but a rendering differs from the deployed manifest", step.name)
+		}
+		if strings.HasPrefix(step.name, "nothing") && !fast {
+			t.Errorf("%s: rendered although no input changed", step.name)
+		}
+		if fast != same {
+			t.Logf("%s: rendered although the manifest is the same (allowed: a check is never wrong by rendering)", step.name)
+		}
+		if !same {
+			if checked.Manifest == cur.Manifest {
+				t.Errorf("%s: the check returned the deployed manifest for changed inputs", step.name)
+			}
+			if _, err := ac.Upgrade("p", "ns", chrt, vals); err != nil { // what the reconciler does next
+				t.Fatal(err)
+			}
 		}
 	}
 }
