@@ -219,6 +219,20 @@ type helmClient struct {
 	dryRuns int
 }
 
+// newHelmClient runs Helm's actions on in-memory storage, with lookups served by api and
+// recorded, as helmconfig sets up a Configuration.
+func newHelmClient(api *apiserver) *helmClient {
+	cfg := &action.Configuration{
+		Releases:         storage.Init(driver.NewMemory()),
+		KubeClient:       &fake.PrintingKubeClient{Out: io.Discard},
+		Capabilities:     chartutil.DefaultCapabilities.Copy(),
+		RESTClientGetter: restGetter{host: api.URL},
+		Log:              func(string, ...any) {},
+	}
+	renderinputs.InstallRecorder(cfg)
+	return &helmClient{cfg: cfg}
+}
+
 func (h *helmClient) Config() *action.Configuration { return h.cfg }
 
 func (h *helmClient) Get(name string, _ ...helmclient.GetOption) (*release.Release, error) {
@@ -250,15 +264,8 @@ func (h *helmClient) Upgrade(name, ns string, c *chart.Chart, vals map[string]an
 // the rendering did reaches the release record.
 func TestHelmStoresTheLookupCountOfTheRendering(t *testing.T) {
 	api := newAPIServer(t)
-	cfg := &action.Configuration{
-		Releases:         storage.Init(driver.NewMemory()),
-		KubeClient:       &fake.PrintingKubeClient{Out: io.Discard},
-		Capabilities:     chartutil.DefaultCapabilities.Copy(),
-		RESTClientGetter: restGetter{host: api.URL},
-		Log:              func(string, ...any) {},
-	}
-	renderinputs.InstallRecorder(cfg)
-	h := &helmClient{cfg: cfg}
+	h := newHelmClient(api)
+	cfg := h.cfg
 	tracker := &fakeTracker{current: func(renderinputs.Read) string { return "" }}
 	getter := digesterOf(h, DigestOptions{Lookups: tracker})
 	// The lookup's kind is a variable: nothing in the template text names it.
@@ -302,15 +309,8 @@ func TestHelmStoresTheLookupCountOfTheRendering(t *testing.T) {
 // each change of an input that the chart reads is run through both, on Helm's real actions.
 func TestTheDigestAnswersOnlyWhatARenderingWould(t *testing.T) {
 	api := newAPIServer(t)
-	cfg := &action.Configuration{
-		Releases:         storage.Init(driver.NewMemory()),
-		KubeClient:       &fake.PrintingKubeClient{Out: io.Discard},
-		Capabilities:     chartutil.DefaultCapabilities.Copy(),
-		RESTClientGetter: restGetter{host: api.URL},
-		Log:              func(string, ...any) {},
-	}
-	renderinputs.InstallRecorder(cfg)
-	h := &helmClient{cfg: cfg}
+	h := newHelmClient(api)
+	cfg := h.cfg
 	tracker := &fakeTracker{current: func(renderinputs.Read) string {
 		api.mu.Lock()
 		defer api.mu.Unlock()
