@@ -157,17 +157,23 @@ func reconcileOf(t *testing.T, getter helmclient.ActionClientGetter) helmclient.
 	return ac
 }
 
-// dryRunsOfAReconcile runs what the reconciler does to decide on an upgrade (read the release,
-// then a dry-run upgrade) and returns how many dry runs reached Helm.
-func dryRunsOfAReconcile(t *testing.T, fake *recordingClient, chrt *chart.Chart, vals map[string]any) int {
+// dryRunsOf runs through getter what the reconciler does to decide on an upgrade (read the
+// release, then a dry-run upgrade) and returns how many dry runs reached Helm.
+func dryRunsOf(t *testing.T, getter helmclient.ActionClientGetter, fake *recordingClient, chrt *chart.Chart, vals map[string]any) int {
 	t.Helper()
 	fake.dryRuns = 0
-	ac := digestedClient(t, fake)
+	ac := reconcileOf(t, getter)
 	_, _ = ac.Get("p")
 	if _, err := ac.Upgrade("p", "ns", chrt, vals, dryRun); err != nil {
 		t.Fatal(err)
 	}
 	return fake.dryRuns
+}
+
+// dryRunsOfAReconcile is dryRunsOf in a new operator process.
+func dryRunsOfAReconcile(t *testing.T, fake *recordingClient, chrt *chart.Chart, vals map[string]any) int {
+	t.Helper()
+	return dryRunsOf(t, digesterOf(fake, DigestOptions{}), fake, chrt, vals)
 }
 
 func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
@@ -288,12 +294,8 @@ func TestLabelsCopiedIntoAHandMadeRevisionAreNotTrusted(t *testing.T) {
 		"same process": getter,
 		"new process":  digesterOf(fake, DigestOptions{}),
 	} {
-		fake.dryRuns = 0
-		ac := reconcileOf(t, g)
-		_, _ = ac.Get("p")
-		_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
-		if fake.dryRuns != 1 {
-			t.Errorf("%s: dry runs = %d, want 1: the hand-made revision was taken for the operator's", name, fake.dryRuns)
+		if n := dryRunsOf(t, g, fake, chrt, vals); n != 1 {
+			t.Errorf("%s: dry runs = %d, want 1: the hand-made revision was taken for the operator's", name, n)
 		}
 	}
 }

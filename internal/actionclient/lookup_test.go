@@ -115,15 +115,7 @@ func TestALookedUpObjectIsPartOfTheDigest(t *testing.T) {
 		t.Fatalf("the custom resource follows %v, want the Secret it looked up", tracker.followed)
 	}
 
-	check := func() int {
-		fake.dryRuns = 0
-		ac := reconcileOf(t, getter)
-		_, _ = ac.Get("p")
-		if _, err := ac.Upgrade("p", "ns", chrt, vals, dryRun); err != nil {
-			t.Fatal(err)
-		}
-		return fake.dryRuns
-	}
+	check := func() int { return dryRunsOf(t, getter, fake, chrt, vals) }
 	if n := check(); n != 0 {
 		t.Errorf("nothing changed: dry runs = %d, want 0", n)
 	}
@@ -136,13 +128,8 @@ func TestALookedUpObjectIsPartOfTheDigest(t *testing.T) {
 		t.Errorf("after a dry run rendered the deployed manifest from the new Secret: dry runs = %d, want 0", n)
 	}
 	// A new process knows nothing of what was looked up: it renders once.
-	fresh := digesterOf(fake, DigestOptions{Lookups: tracker})
-	ac := reconcileOf(t, fresh)
-	_, _ = ac.Get("p")
-	fake.dryRuns = 0
-	_, _ = ac.Upgrade("p", "ns", chrt, vals, dryRun)
-	if fake.dryRuns != 1 {
-		t.Errorf("a restarted operator trusted a release whose rendering looked something up: dry runs = %d, want 1", fake.dryRuns)
+	if n := dryRunsOf(t, digesterOf(fake, DigestOptions{Lookups: tracker}), fake, chrt, vals); n != 1 {
+		t.Errorf("a restarted operator trusted a release whose rendering looked something up: dry runs = %d, want 1", n)
 	}
 
 	// Uninstall forgets the custom resource.

@@ -45,7 +45,7 @@ type Tracker struct {
 func NewTracker(mgr manager.Manager, namespaces map[string]cache.Config, wake func(CR)) (*Tracker, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces, DefaultTransform: onlyIdentity,
+		DefaultNamespaces: namespaces, DefaultTransform: OnlyIdentity,
 	})
 	if err != nil {
 		return nil, err
@@ -61,12 +61,13 @@ func newTracker(c cache.Cache, mapper meta.RESTMapper, wake func(CR)) *Tracker {
 		followers: map[string]map[CR]struct{}{}, followed: map[CR][]string{}, watched: map[schema.GroupVersionKind]bool{}}
 }
 
-// onlyIdentity keeps of an object's metadata what a Read compares: which object it is and its
-// resourceVersion.
-func onlyIdentity(obj any) (any, error) {
+// OnlyIdentity is a cache transform for metadata-only caches whose readers need to know which
+// object it is and whether it changed, nothing more: labels, annotations and managed fields of
+// every object of a kind would otherwise stay in memory.
+func OnlyIdentity(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
-			ResourceVersion: m.ResourceVersion}
+			ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}
 	}
 	return obj, nil
 }

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
 // WatchTLSSecrets re-reconciles the custom resources whose spec.tls.secretName names a Secret
@@ -48,22 +50,12 @@ func NewSecretMetadataCache(mgr manager.Manager, namespaces map[string]cache.Con
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: namespaces, DefaultLabelSelector: notRelease,
-		DefaultTransform: onlyIdentity,
+		DefaultTransform: renderinputs.OnlyIdentity, // the watch needs only which Secret it is
 	})
 	if err != nil {
 		return nil, err
 	}
 	return c, mgr.Add(c)
-}
-
-// onlyIdentity keeps of a Secret's metadata what the watch uses: which Secret it is. Labels,
-// annotations and managed fields of every Secret in the cluster would otherwise stay in memory.
-func onlyIdentity(obj any) (any, error) {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
-			ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}
-	}
-	return obj, nil
 }
 
 func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, secret client.Object) []reconcile.Request {
