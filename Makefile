@@ -50,8 +50,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the MyProxy CRD from helm-charts/myproxy/values.schema.json.
-	go run ./hack/crdgen
+manifests: ## Generate the CRD of every watches.yaml entry and the manager ClusterRole from the charts.
+	go run ./hack/manifests
 
 .PHONY: fmt
 fmt: ## Run go fmt.

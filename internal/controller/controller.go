@@ -22,6 +22,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/renderinputs"
@@ -129,6 +130,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("chart %s: %w", w.ChartPath, err)
 	}
+	declaration, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
+	if err != nil {
+		return capabilityReader{}, err
+	}
 	recorder := mgr.GetEventRecorderFor(name)
 	observed := status.NewObserved()
 	var selector metav1.LabelSelector // empty: every resource of the kind
@@ -172,7 +177,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		return capabilityReader{}, err
 	}
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: w.GroupVersionKind, Observed: observed,
-		MaxConcurrentReconciles: s.MaxConcurrentReconciles}
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}

@@ -1,30 +1,14 @@
 package status
 
 import (
-	"reflect"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-)
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
-func deployment(name string, want, ready int32, available corev1.ConditionStatus) appsv1.Deployment {
-	return appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 2},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &want,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": name}},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Image: "nginx:1"}}}},
-		},
-		Status: appsv1.DeploymentStatus{
-			ObservedGeneration: 2, Replicas: want, ReadyReplicas: ready,
-			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: available, Message: "m"}},
-		},
-	}
-}
+	"github.com/example/myproxy-operator/internal/chartapi"
+)
 
 func conditionOf(t *testing.T, status map[string]any, conditionType string) map[string]any {
 	t.Helper()
@@ -37,115 +21,131 @@ func conditionOf(t *testing.T, status map[string]any, conditionType string) map[
 	return nil
 }
 
-func TestCompute(t *testing.T) {
-	now := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	svc := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: "team"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
-	helmConditions := []any{map[string]any{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"}}
+var ownReplicasAndURL = Own{Fields: []string{"replicas", "url"}, Conditions: []string{chartapi.ConditionReady}}
 
-	cases := []struct {
-		name       string
-		helm       []any
-		owned      Owned
-		wantStatus string
-		wantReason string
-		wantReady  int64
-		wantURL    string
-		wantSel    string
-	}{
-		{"nothing deployed yet", helmConditions, Owned{}, "False", "NoDeployment", 0, "", ""},
-		{"objects of a release that is not deployed do not count",
-			[]any{map[string]any{"type": "Deployed", "status": "False", "reason": "InstallSuccessful"}},
-			Owned{Deployments: []appsv1.Deployment{deployment("edge", 3, 3, corev1.ConditionTrue)}, Services: []corev1.Service{svc}},
-			"False", "NoDeployment", 0, "", ""},
-		{"rolling out", helmConditions, Owned{Deployments: []appsv1.Deployment{deployment("edge", 3, 1, corev1.ConditionFalse)}, Services: []corev1.Service{svc}},
-			"False", "DeploymentUnavailable", 1, "http://edge.team.svc:80", "app.kubernetes.io/instance=edge"},
-		{"available", helmConditions, Owned{Deployments: []appsv1.Deployment{deployment("edge", 3, 3, corev1.ConditionTrue)}, Services: []corev1.Service{svc}},
-			"True", "DeploymentAvailable", 3, "http://edge.team.svc:80", "app.kubernetes.io/instance=edge"},
+func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
+	current := map[string]any{
+		"conditions":      []any{map[string]any{"type": "Deployed", "status": "True", "reason": "InstallSuccessful"}},
+		"deployedRelease": map[string]any{"name": "edge"},
+		"url":             "http://old",
+		"foreign":         "kept",
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			current := map[string]any{"conditions": c.helm, "deployedRelease": map[string]any{"name": "edge"}}
-			got := Compute(current, c.owned, 4, true, now)
-			if got["readyReplicas"] != c.wantReady {
-				t.Errorf("readyReplicas = %v, want %d", got["readyReplicas"], c.wantReady)
-			}
-			if u, _ := got["url"].(string); u != c.wantURL {
-				t.Errorf("url = %q, want %q", u, c.wantURL)
-			}
-			if s, _ := got["selector"].(string); s != c.wantSel {
-				t.Errorf("selector = %q, want %q", s, c.wantSel)
-			}
-			if got["observedGeneration"] != int64(4) {
-				t.Errorf("observedGeneration = %v", got["observedGeneration"])
-			}
-			a := conditionOf(t, got, ConditionAvailable)
-			if a["status"] != c.wantStatus || a["reason"] != c.wantReason {
-				t.Errorf("Available = %v/%v, want %s/%s (%v)", a["status"], a["reason"], c.wantStatus, c.wantReason, a["message"])
-			}
-			if d := conditionOf(t, got, "Deployed"); d["reason"] != "InstallSuccessful" || len(got["conditions"].([]any)) != 2 {
-				t.Error("the Helm reconciler's conditions must be kept")
-			}
-			if got["deployedRelease"] == nil {
-				t.Error("deployedRelease must be kept")
-			}
-			if current["replicas"] != nil {
-				t.Error("Compute must not modify its input")
-			}
-		})
+	gen := int64(4)
+	got := Apply(current, ownReplicasAndURL, Computed{
+		Fields:             map[string]any{"replicas": int64(3)},
+		Conditions:         []chartapi.ConditionValue{{Type: "Ready", Status: "True", Reason: "ObjectsReady"}},
+		ObservedGeneration: &gen,
+	}, metav1.Now())
+	if got["replicas"] != int64(3) || got["observedGeneration"] != int64(4) {
+		t.Errorf("computed fields not set: %v", got)
+	}
+	if _, ok := got["url"]; ok {
+		t.Error("a declared field without a value must be removed")
+	}
+	if got["foreign"] != "kept" || got["deployedRelease"] == nil {
+		t.Error("fields that are not declared must be kept")
+	}
+	if d := conditionOf(t, got, "Deployed"); d["reason"] != "InstallSuccessful" || len(got["conditions"].([]any)) != 2 {
+		t.Error("the Helm reconciler's conditions must be kept")
+	}
+	if conditionOf(t, got, "Ready")["status"] != "True" {
+		t.Error("Ready not set")
+	}
+	if current["replicas"] != nil || current["url"] != "http://old" {
+		t.Error("Apply must not modify its input")
 	}
 }
 
-func TestAvailableKeepsTransitionTimeWhileUnchanged(t *testing.T) {
-	owned := Owned{Deployments: []appsv1.Deployment{deployment("edge", 1, 1, corev1.ConditionTrue)}}
+func TestConditionKeepsTransitionTimeWhileUnchanged(t *testing.T) {
 	deployed := map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True"}}}
-	first := Compute(deployed, owned, 0, false, metav1.NewTime(time.Unix(100, 0)))
-	later := Compute(first, owned, 0, false, metav1.NewTime(time.Unix(200, 0)))
-	if a, b := conditionOf(t, first, ConditionAvailable)["lastTransitionTime"], conditionOf(t, later, ConditionAvailable)["lastTransitionTime"]; a != b {
+	ready := func(status string) Computed {
+		return Computed{Conditions: []chartapi.ConditionValue{{Type: "Ready", Status: status, Reason: "R"}}}
+	}
+	first := Apply(deployed, ownReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(100, 0)))
+	later := Apply(first, ownReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(200, 0)))
+	if a, b := conditionOf(t, first, "Ready")["lastTransitionTime"], conditionOf(t, later, "Ready")["lastTransitionTime"]; a != b {
 		t.Errorf("lastTransitionTime moved from %v to %v without a status change", a, b)
 	}
 	if _, ok := later["observedGeneration"]; ok {
 		t.Error("observedGeneration must stay unset while unknown")
 	}
-	owned.Deployments[0].Status.Conditions[0].Status = corev1.ConditionFalse
-	flipped := Compute(later, owned, 0, false, metav1.NewTime(time.Unix(300, 0)))
-	if c := conditionOf(t, flipped, ConditionAvailable); c["lastTransitionTime"] == conditionOf(t, later, ConditionAvailable)["lastTransitionTime"] {
+	flipped := Apply(later, ownReplicasAndURL, ready("False"), metav1.NewTime(time.Unix(300, 0)))
+	if c := conditionOf(t, flipped, "Ready"); c["lastTransitionTime"] == conditionOf(t, later, "Ready")["lastTransitionTime"] {
 		t.Error("lastTransitionTime must move when the status changes")
 	}
 }
 
-func TestHTTPSURL(t *testing.T) {
-	svc := corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "n"},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 8443}}}}
-	if got := urlOf([]corev1.Service{svc}); got != "https://s.n.svc:8443" {
-		t.Errorf("url = %q", got)
+func deploymentObject(replicas, available int64, generation, observed int64) ReleaseObject {
+	return ReleaseObject{
+		Ref: Ref{GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "n", Name: "web"},
+		Live: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "n", "generation": generation},
+			"spec":     map[string]any{"replicas": replicas},
+			"status": map[string]any{"observedGeneration": observed, "replicas": replicas, "updatedReplicas": replicas,
+				"readyReplicas": available, "availableReplicas": available,
+				"conditions": []any{map[string]any{"type": "Available", "status": "True"}}},
+		},
 	}
 }
 
-// What Compute reads of a Deployment survives deploymentView.
-func TestDeploymentView(t *testing.T) {
-	d := deployment("edge", 3, 2, corev1.ConditionTrue)
-	d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
-	d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "conf"}}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&d)
+func TestReadyFollowsTheKstatusRules(t *testing.T) {
+	configMap := ReleaseObject{Ref: Ref{GVK: schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Name: "c"},
+		Live: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c", "generation": int64(1)}}}
+	secret := ReleaseObject{Ref: Ref{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, Name: "s"}}
+	missing := ReleaseObject{Ref: Ref{GVK: schema.GroupVersionKind{Version: "v1", Kind: "Service"}, Name: "gone"}}
+	failedJob := ReleaseObject{Ref: Ref{GVK: schema.GroupVersionKind{Group: "batch", Version: "v1", Kind: "Job"}, Name: "j"},
+		Live: map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "j", "generation": int64(1)},
+			"spec":   map[string]any{},
+			"status": map[string]any{"conditions": []any{map[string]any{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}}}}}
+	cases := []struct {
+		name     string
+		deployed bool
+		objects  []ReleaseObject
+		status   string
+		reason   string
+	}{
+		{name: "not deployed", deployed: false, objects: []ReleaseObject{configMap}, status: "False", reason: ReasonNotDeployed},
+		{name: "all current", deployed: true, objects: []ReleaseObject{configMap, secret, deploymentObject(2, 2, 3, 3)}, status: "True", reason: ReasonObjectsReady},
+		{name: "rolling out", deployed: true, objects: []ReleaseObject{configMap, deploymentObject(2, 1, 3, 3)}, status: "False", reason: ReasonObjectsInProgress},
+		{name: "generation not observed", deployed: true, objects: []ReleaseObject{deploymentObject(2, 2, 4, 3)}, status: "False", reason: ReasonObjectsInProgress},
+		{name: "missing object", deployed: true, objects: []ReleaseObject{configMap, missing}, status: "False", reason: ReasonObjectsInProgress},
+		{name: "failed job", deployed: true, objects: []ReleaseObject{failedJob, deploymentObject(2, 1, 3, 3)}, status: "False", reason: ReasonObjectsFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Ready(tc.deployed, tc.objects)
+			if got.Status != tc.status || got.Reason != tc.reason {
+				t.Errorf("Ready = %+v, want %s/%s", got, tc.status, tc.reason)
+			}
+		})
+	}
+}
+
+func TestParseManifest(t *testing.T) {
+	manifest := "---\n# Source: c/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\n" +
+		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\n" +
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n"
+	clusterScoped := func(gvk schema.GroupVersionKind) bool { return gvk.Kind != "ClusterRole" }
+	m := newManifestRefs()
+	refs, err := m.refs(keyOf("ns", "cr"), manifest, clusterScoped)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got appsv1.Deployment
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deploymentView(u), &got); err != nil {
-		t.Fatal(err)
+	want := map[string]string{"ConfigMap/a": "ns", "ClusterRole/r": "", "Deployment/d": "other"}
+	if len(refs) != len(want) {
+		t.Fatalf("refs %v", refs)
 	}
-	now := metav1.Now()
-	deployed := map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True"}}}
-	want := Compute(deployed, Owned{Deployments: []appsv1.Deployment{d}}, 1, true, now)
-	if want["image"] == nil || want["replicas"] != int64(3) {
-		t.Fatalf("the test Deployment does not count: %v", want)
+	for _, r := range refs {
+		if ns, ok := want[r.String()]; !ok || ns != r.Namespace {
+			t.Errorf("ref %v in namespace %q", r, r.Namespace)
+		}
 	}
-	if have := Compute(deployed, Owned{Deployments: []appsv1.Deployment{got}}, 1, true, now); !reflect.DeepEqual(have, want) {
-		t.Errorf("status from the view:\n%v\nfrom the Deployment:\n%v", have, want)
+	if m.size() != 1 {
+		t.Error("not remembered")
 	}
-	if got.Name != "edge" || *got.Spec.Replicas != *d.Spec.Replicas || got.Spec.Selector == nil ||
-		got.Spec.Template.Spec.Containers[0].Image != d.Spec.Template.Spec.Containers[0].Image {
-		t.Errorf("view lost what Compute reads: %+v", got)
+	m.forget(keyOf("ns", "cr"))
+	if m.size() != 0 {
+		t.Error("not forgotten")
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
-func TestChangedBeyondOwnFields(t *testing.T) {
+func TestChangedBeyondOwnPart(t *testing.T) {
 	base := func() *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"metadata": map[string]any{"name": "p", "resourceVersion": "1", "generation": int64(1)},
@@ -52,10 +54,14 @@ func TestChangedBeyondOwnFields(t *testing.T) {
 		}, true},
 		{"finalizers", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }, true},
 	}
+	own := ownOf(chartapi.Status{
+		Fields:     map[string]chartapi.Field{"replicas": {}, "readyReplicas": {}, "url": {}},
+		Conditions: []chartapi.Condition{{Type: "Available"}},
+	})
 	for _, c := range cases {
 		old, updated := base(), base()
 		c.mutate(updated)
-		if got := ChangedBeyondOwnFields(old, updated); got != c.want {
+		if got := own.ChangedBeyond(old, updated); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 		if old.GetResourceVersion() != "1" {

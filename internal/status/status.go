@@ -1,6 +1,7 @@
-// Package status keeps the MyProxy status fields that the Helm reconciler does not own:
-// replicas, readyReplicas and selector (read by the scale subresource), image, url,
-// observedGeneration and the Available condition, all taken from the objects the release owns.
+// Package status writes the part of a custom resource's status that the Helm reconciler does
+// not own: the fields and conditions its chart declares (kind.yaml, see internal/chartapi),
+// evaluated over the live objects of the release; the Ready condition every kind gets (the
+// kstatus rules over every release object); and observedGeneration.
 //
 // It is a controller of its own because helm-operator-plugins' status updater rewrites status
 // as {conditions, deployedRelease} whenever it writes, dropping any other field. This controller
@@ -11,61 +12,62 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/eventfilter"
 )
 
-// ConditionAvailable mirrors the Available condition of the release's Deployments.
-const ConditionAvailable = "Available"
-
-// Reconciler writes the status fields of one custom resource kind.
+// Reconciler writes the status of one custom resource kind.
 type Reconciler struct {
 	client.Client
-	GVK      schema.GroupVersionKind
-	Observed *Observed
-	// MaxConcurrentReconciles is the number of workers (at least 1). With one, the status of
-	// a converging fleet of a thousand lagged a minute behind its Deployments.
+	GVK schema.GroupVersionKind
+	// Declaration is the chart's compiled kind.yaml.
+	Declaration *chartapi.Compiled
+	Observed    *Observed
+	// MaxConcurrentReconciles is the number of workers (at least 1): a converging fleet's
+	// status must not lag behind its Deployments.
 	MaxConcurrentReconciles int
+
+	own        Own
+	objects    cache.Cache // the manager's cache, unfiltered
+	mapper     meta.RESTMapper
+	controller controller.Controller
+	owned      handler.EventHandler
+	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
+	manifests  *manifestRefs
 }
 
-// controllerIndex indexes cached objects by the UID of their controller, so that finding a
-// release's Deployments and Services does not copy every one in the namespace.
-const controllerIndex = ".metadata.controllerUID"
-
-func indexByController(obj client.Object) []string {
-	if ref := metav1.GetControllerOf(obj); ref != nil {
-		return []string{string(ref.UID)}
-	}
-	return nil
-}
-
-// SetupWithManager registers the controller: it runs when the custom resource, a Deployment or
-// Service it controls, or the Helm reconciler's progress (Observed) changes. selector limits it
-// to the resources the Helm reconciler takes.
+// SetupWithManager registers the controller: it runs when the custom resource, an object of its
+// release, or the Helm reconciler's progress (Observed) changes. selector limits it to the
+// resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
+	r.own = ownOf(r.Declaration.Kind.Status)
+	r.manifests = newManifestRefs()
+	r.mapper = mgr.GetRESTMapper()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
 	// of their releases (they must not wake the Helm reconciler), and this controller follows
 	// exactly those. So it watches the same informers unfiltered, ignoring only its own writes.
 	forPredicates := []predicate.Predicate{predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return ChangedBeyondOwnFields(e.ObjectOld, e.ObjectNew)
+		return r.own.ChangedBeyond(e.ObjectOld, e.ObjectNew)
 	}}}
 	if len(selector.MatchLabels)+len(selector.MatchExpressions) > 0 {
 		p, err := predicate.LabelSelectorPredicate(selector)
@@ -74,35 +76,48 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 		}
 		forPredicates = append(forPredicates, p)
 	}
-	for _, obj := range []client.Object{ownedKind(deploymentGVK), ownedKind(serviceGVK)} {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), obj, controllerIndex, indexByController); err != nil {
-			return err
-		}
-	}
-	unfiltered := eventfilter.Unfiltered(mgr.GetCache())
-	owned := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner())
-	return ctrl.NewControllerManagedBy(mgr).
+	r.objects = eventfilter.Unfiltered(mgr.GetCache())
+	r.owned = coalesced(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner()))
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](unfiltered, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
-		WatchesRawSource(source.Kind[client.Object](unfiltered, ownedKind(deploymentGVK), coalesced(owned))).
-		WatchesRawSource(source.Kind[client.Object](unfiltered, ownedKind(serviceGVK), coalesced(owned))).
+		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
 		WatchesRawSource(source.Channel(r.Observed.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
-		Complete(r)
+		Build(r)
+	r.controller = c
+	return err
 }
 
-// Reconcile recomputes the status fields and patches them when they changed.
+// watch makes changes of a kind's objects wake this controller, from the first release that
+// has one: which kinds a release creates depends on its values, and a kind no release has
+// needs no informer.
+func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
+	if _, done := r.watched.LoadOrStore(gvk, struct{}{}); done {
+		return nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	if err := r.controller.Watch(source.Kind[client.Object](r.objects, obj, r.owned)); err != nil {
+		r.watched.Delete(gvk)
+		return err
+	}
+	return nil
+}
+
+// Reconcile recomputes the status and patches what changed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.manifests.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if obj.GetDeletionTimestamp() != nil {
 		r.Observed.Forget(obj.GetUID())
+		r.manifests.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	current, _, _ := unstructured.NestedMap(obj.Object, "status")
@@ -111,19 +126,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// update (the finalizer) conflict; its first status write brings us back.
 		return ctrl.Result{}, nil
 	}
-	// Read-only lists: the cache's objects are not copied.
-	owned := []client.ListOption{client.InNamespace(obj.GetNamespace()),
-		client.MatchingFields{controllerIndex: string(obj.GetUID())}, client.UnsafeDisableDeepCopy}
-	deployments, err := listOwned[appsv1.Deployment](ctx, r, deploymentGVK, owned, deploymentView)
-	if err != nil {
-		return ctrl.Result{}, err
+	// Objects count only while the release is deployed: a failing install creates objects and
+	// removes them again on rollback, and following that churn would only race the Helm
+	// reconciler's own status writes.
+	isDeployed := deployed(current)
+	var objects []ReleaseObject
+	if isDeployed {
+		var err error
+		if objects, err = r.releaseObjects(ctx, req.NamespacedName, current); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	services, err := listOwned[corev1.Service](ctx, r, serviceGVK, owned, nil)
-	if err != nil {
-		return ctrl.Result{}, err
+	live := make([]map[string]any, 0, len(objects))
+	for _, o := range objects {
+		if o.Live != nil {
+			live = append(live, o.Live)
+		}
 	}
-	generation, observed := r.Observed.Generation(obj.GetUID())
-	desired := Compute(current, Owned{Deployments: deployments, Services: services}, generation, observed, metav1.Now())
+	evaluated := r.Declaration.Evaluate(obj.Object, live)
+	for _, err := range evaluated.Errors {
+		log.FromContext(ctx).Error(err, "status expression failed; its field is left out")
+	}
+	computed := Computed{Fields: evaluated.Fields,
+		Conditions: append([]chartapi.ConditionValue{Ready(isDeployed, objects)}, evaluated.Conditions...)}
+	if generation, ok := r.Observed.Generation(obj.GetUID()); ok {
+		computed.ObservedGeneration = &generation
+	}
+	desired := Apply(current, r.own, computed, metav1.Now())
 	changed := MergePatch(current, desired)
 	if len(changed) == 0 {
 		return ctrl.Result{}, nil
@@ -146,59 +175,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
-// The release's objects are read as unstructured: the Helm reconciler's watches of its
-// release's kinds are unstructured, and a typed watch of the same kind would be a second
-// informer caching every object twice.
-var (
-	deploymentGVK = appsv1.SchemeGroupVersion.WithKind("Deployment")
-	serviceGVK    = corev1.SchemeGroupVersion.WithKind("Service")
-)
-
-func ownedKind(gvk schema.GroupVersionKind) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
-	return u
-}
-
-// listOwned lists the cached objects of a kind that opts select, converted to T; view, when
-// set, picks the part of each object to convert.
-func listOwned[T any](ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, opts []client.ListOption,
-	view func(map[string]any) map[string]any) ([]T, error) {
-	var list unstructured.UnstructuredList
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := c.List(ctx, &list, opts...); err != nil {
+// releaseObjects reads the objects of the deployed release, as its manifest names them, from the
+// cache (release objects are cached by their label), without copying them: they are only read.
+func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedName, status map[string]any) ([]ReleaseObject, error) {
+	manifest, _, _ := unstructured.NestedString(status, "deployedRelease", "manifest")
+	refs, err := r.manifests.refs(key, manifest, r.namespaced)
+	if err != nil {
 		return nil, err
 	}
-	out := make([]T, len(list.Items))
-	for i := range list.Items {
-		obj := list.Items[i].Object
-		if view != nil {
-			obj = view(obj)
+	out := make([]ReleaseObject, 0, len(refs))
+	for _, ref := range refs {
+		o := ReleaseObject{Ref: ref}
+		if !ref.Opaque() {
+			if err := r.watch(ref.GVK); err != nil {
+				return nil, err
+			}
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(ref.GVK)
+			err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u, client.UnsafeDisableDeepCopy)
+			switch {
+			case err == nil:
+				o.Live = u.Object
+			case !apierrors.IsNotFound(err):
+				return nil, err
+			}
 		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &out[i]); err != nil {
-			return nil, err
-		}
+		out = append(out, o)
 	}
 	return out, nil
 }
 
-// deploymentView is the part of a Deployment that Compute reads: metadata, status, replicas,
-// selector and the containers' images. Converting the whole object, pod template and all, was a
-// fifth of this controller's CPU.
-func deploymentView(d map[string]any) map[string]any {
-	spec, _ := d["spec"].(map[string]any)
-	containers, _, _ := unstructured.NestedFieldNoCopy(spec, "template", "spec", "containers")
-	list, _ := containers.([]any)
-	images := make([]any, 0, len(list))
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok {
-			images = append(images, map[string]any{"name": m["name"], "image": m["image"]})
-		}
-	}
-	return map[string]any{
-		"metadata": d["metadata"],
-		"status":   d["status"],
-		"spec": map[string]any{"replicas": spec["replicas"], "selector": spec["selector"],
-			"template": map[string]any{"spec": map[string]any{"containers": images}}},
-	}
+func (r *Reconciler) namespaced(gvk schema.GroupVersionKind) bool {
+	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
 }

@@ -1,0 +1,25 @@
+// Command manifests writes what `make manifests` generates from watches.yaml and its charts: a
+// CRD per entry, the CRD kustomization and the manager's ClusterRole (see internal/manifestgen).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/example/myproxy-operator/internal/manifestgen"
+)
+
+func main() {
+	watches := flag.String("watches", "watches.yaml", "the watches file")
+	config := flag.String("config", "config", "the kustomize config directory to write into")
+	flag.Parse()
+	files, err := manifestgen.Generate(*watches)
+	if err == nil {
+		err = manifestgen.Write(*config, files)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manifests:", err)
+		os.Exit(1)
+	}
+}

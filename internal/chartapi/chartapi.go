@@ -1,0 +1,292 @@
+package chartapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// FileName is the declaration's file in a chart's directory.
+const FileName = "kind.yaml"
+
+// Kind is a chart's kind.yaml. Every part is optional: a chart without the file gets a CRD
+// with the kind's default names, a Ready condition and no other status field.
+type Kind struct {
+	// Names beyond the kind itself, which watches.yaml gives.
+	Names Names `yaml:"names"`
+	// Description of the custom resource, for `kubectl explain`.
+	Description string `yaml:"description"`
+	// Validations are CEL rules on the whole object (x-kubernetes-validations), such as rules
+	// on metadata.name.
+	Validations []Validation `yaml:"validations"`
+	// PrinterColumns are extra `kubectl get` columns, after the Ready one every kind gets.
+	PrinterColumns []PrinterColumn `yaml:"printerColumns"`
+	Status         Status          `yaml:"status"`
+	// Checks are what values must satisfy beyond the schema, against other objects.
+	Checks []Check `yaml:"checks"`
+
+	// File is the path the declaration was read from ("" when the chart has none).
+	File string `yaml:"-"`
+}
+
+// Names are the CRD's names; plural and singular default from the kind.
+type Names struct {
+	Plural     string   `yaml:"plural"`
+	Singular   string   `yaml:"singular"`
+	ShortNames []string `yaml:"shortNames"`
+	Categories []string `yaml:"categories"`
+}
+
+// Validation is one x-kubernetes-validations rule.
+type Validation struct {
+	Rule    string `yaml:"rule"`
+	Message string `yaml:"message"`
+}
+
+// PrinterColumn is one additionalPrinterColumns entry.
+type PrinterColumn struct {
+	Name        string `yaml:"name"`
+	Type        string `yaml:"type"`
+	Description string `yaml:"description"`
+	JSONPath    string `yaml:"jsonPath"`
+}
+
+// Status declares the status fields and conditions the operator writes for the kind.
+type Status struct {
+	// Variables are named expressions, evaluated in order, that the others read as
+	// variables.<name> (as in a ValidatingAdmissionPolicy).
+	Variables []Variable `yaml:"variables"`
+	// Fields, by name: status.<name> is the value of the expression.
+	Fields map[string]Field `yaml:"fields"`
+	// Conditions the operator sets besides the Helm reconciler's and Ready.
+	Conditions []Condition `yaml:"conditions"`
+	// Scale, when set, makes the CRD serve the scale subresource (kubectl scale, HPAs).
+	Scale *Scale `yaml:"scale"`
+}
+
+// Variable is one named expression.
+type Variable struct {
+	Name       string `yaml:"name"`
+	Expression Expr   `yaml:"expression"`
+}
+
+// Field is one status field.
+type Field struct {
+	// Type is the JSON schema type of the value: integer, number, string, boolean, object, array.
+	Type        string `yaml:"type"`
+	Description string `yaml:"description"`
+	// Expression computes the value; a result of null or optional.none() leaves the field out.
+	Expression Expr `yaml:"expression"`
+}
+
+// Condition is one status condition; its expressions give its status (a boolean), reason and
+// message.
+type Condition struct {
+	Type        string `yaml:"type"`
+	Description string `yaml:"description"`
+	Status      Expr   `yaml:"status"`
+	Reason      Expr   `yaml:"reason"`
+	Message     Expr   `yaml:"message"`
+}
+
+// Scale names the fields of the scale subresource.
+type Scale struct {
+	// SpecReplicasPath is the path of the desired replicas in the spec, such as .spec.replicas;
+	// values.schema.json must give it a default.
+	SpecReplicasPath string `yaml:"specReplicasPath"`
+	// StatusReplicas and LabelSelector name declared status fields (integer and string).
+	StatusReplicas string `yaml:"statusReplicas"`
+	LabelSelector  string `yaml:"labelSelector"`
+}
+
+// Check is one check of the values; exactly one kind of check is set.
+type Check struct {
+	Secret *SecretCheck `yaml:"secret"`
+	Line   int          `yaml:"-"`
+}
+
+// SecretCheck requires the Secret that a value names to exist in the custom resource's
+// namespace, with the given type and keys; with TLSKeyPair, its tls.crt and tls.key must be a
+// PEM certificate and matching key, valid now. An empty or absent value passes.
+type SecretCheck struct {
+	// Value is the dotted path of the value that names the Secret, such as tls.secretName.
+	Value      string   `yaml:"value"`
+	Type       string   `yaml:"type"`
+	Keys       []string `yaml:"keys"`
+	TLSKeyPair bool     `yaml:"tlsKeyPair"`
+}
+
+// Expr is a CEL expression and the line of the declaration it was read from.
+type Expr struct {
+	Source string
+	Line   int
+}
+
+// UnmarshalYAML keeps the line of the expression.
+func (e *Expr) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: an expression must be a string", n.Line)
+	}
+	e.Source, e.Line = n.Value, n.Line
+	return nil
+}
+
+// UnmarshalYAML keeps the line of the check.
+func (c *Check) UnmarshalYAML(n *yaml.Node) error {
+	type plain Check
+	var p plain
+	if err := decodeStrict(n, &p); err != nil {
+		return err
+	}
+	*c = Check(p)
+	c.Line = n.Line
+	return nil
+}
+
+// decodeStrict decodes a node refusing unknown keys (yaml.v3 applies KnownFields only to a
+// Decoder's top level).
+func decodeStrict(n *yaml.Node, out any) error {
+	raw, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(out); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	return nil
+}
+
+// Load reads the declaration of the chart in chartDir; a chart without one gets the zero Kind.
+// Only the file's shape is checked here; Compile checks the expressions.
+func Load(chartDir string) (*Kind, error) {
+	path := filepath.Join(chartDir, FileName)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Kind{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	k, err := Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	k.File = path
+	return k, nil
+}
+
+var (
+	conditionType = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	fieldName     = regexp.MustCompile(`^[a-z][A-Za-z0-9]*$`)
+	jsonTypes     = map[string]bool{"integer": true, "number": true, "string": true, "boolean": true, "object": true, "array": true}
+)
+
+// Reserved status fields and condition types: the Helm reconciler's and this operator's.
+var (
+	reservedFields     = map[string]bool{"conditions": true, "deployedRelease": true, "observedGeneration": true}
+	reservedConditions = map[string]bool{"Initialized": true, "Deployed": true, "ReleaseFailed": true,
+		"Irreconcilable": true, "Paused": true, ConditionReady: true}
+)
+
+// Parse decodes and checks the shape of a declaration.
+func Parse(raw []byte) (*Kind, error) {
+	var k Kind
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&k); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var errs []error
+	for _, name := range k.Status.FieldNames() {
+		f := k.Status.Fields[name]
+		switch {
+		case !fieldName.MatchString(name):
+			errs = append(errs, fmt.Errorf("line %d: status field %q: a name is lowerCamelCase", f.Expression.Line, name))
+		case reservedFields[name]:
+			errs = append(errs, fmt.Errorf("line %d: status field %q is written by the operator itself", f.Expression.Line, name))
+		case !jsonTypes[f.Type]:
+			errs = append(errs, fmt.Errorf("line %d: status field %q: type %q, want one of integer, number, string, boolean, object, array", f.Expression.Line, name, f.Type))
+		case f.Expression.Source == "":
+			errs = append(errs, fmt.Errorf("status field %q has no expression", name))
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range k.Status.Variables {
+		switch {
+		case !fieldName.MatchString(v.Name):
+			errs = append(errs, fmt.Errorf("line %d: variable %q: a name is lowerCamelCase", v.Expression.Line, v.Name))
+		case seen[v.Name]:
+			errs = append(errs, fmt.Errorf("line %d: variable %q is declared twice", v.Expression.Line, v.Name))
+		}
+		seen[v.Name] = true
+	}
+	seen = map[string]bool{}
+	for _, c := range k.Status.Conditions {
+		switch {
+		case !conditionType.MatchString(c.Type):
+			errs = append(errs, fmt.Errorf("line %d: condition type %q: UpperCamelCase expected", c.Status.Line, c.Type))
+		case reservedConditions[c.Type]:
+			errs = append(errs, fmt.Errorf("line %d: condition %s is set by the operator itself", c.Status.Line, c.Type))
+		case seen[c.Type]:
+			errs = append(errs, fmt.Errorf("line %d: condition %s is declared twice", c.Status.Line, c.Type))
+		case c.Status.Source == "" || c.Reason.Source == "":
+			errs = append(errs, fmt.Errorf("condition %s needs a status and a reason expression", c.Type))
+		}
+		seen[c.Type] = true
+	}
+	if s := k.Status.Scale; s != nil {
+		if f, ok := k.Status.Fields[s.StatusReplicas]; !ok || f.Type != "integer" {
+			errs = append(errs, fmt.Errorf("status.scale.statusReplicas: %q is not a declared integer status field", s.StatusReplicas))
+		}
+		if f, ok := k.Status.Fields[s.LabelSelector]; s.LabelSelector != "" && (!ok || f.Type != "string") {
+			errs = append(errs, fmt.Errorf("status.scale.labelSelector: %q is not a declared string status field", s.LabelSelector))
+		}
+		if s.SpecReplicasPath == "" {
+			errs = append(errs, errors.New("status.scale.specReplicasPath is required"))
+		}
+	}
+	for _, c := range k.Checks {
+		switch {
+		case c.Secret == nil:
+			errs = append(errs, fmt.Errorf("line %d: a check names its kind (secret)", c.Line))
+		case c.Secret.Value == "":
+			errs = append(errs, fmt.Errorf("line %d: a secret check names the value that holds the Secret's name", c.Line))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// FieldNames returns the declared field names, sorted.
+func (s Status) FieldNames() []string {
+	names := make([]string, 0, len(s.Fields))
+	for n := range s.Fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ConditionTypes returns the declared condition types and Ready, which every kind has.
+func (s Status) ConditionTypes() []string {
+	types := []string{ConditionReady}
+	for _, c := range s.Conditions {
+		types = append(types, c.Type)
+	}
+	return types
+}
+
+// ConditionReady is the condition every kind gets: every live object of a deployed release is
+// ready by the kstatus rules.
+const ConditionReady = "Ready"

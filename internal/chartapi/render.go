@@ -1,0 +1,184 @@
+package chartapi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// Rendering is the chart rendered offline with one set of values.
+type Rendering struct {
+	// ValuesFile is the ci/*-values.yaml file the values come from ("" for the defaults).
+	ValuesFile string
+	// Values are the values given (the spec of a custom resource that would render so).
+	Values  map[string]any
+	Objects []map[string]any
+}
+
+// sampleRelease names the offline renderings' release.
+var sampleRelease = chartutil.ReleaseOptions{Name: "example", Namespace: "default", Revision: 1, IsInstall: true}
+
+// Render renders the chart offline (no cluster: lookups find nothing) with its default values
+// and with each ci/*-values.yaml, the chart-testing convention for the value sets a chart must
+// render with. A rendering with the defaults that fails is skipped when the ci files render
+// (a chart may require values); a ci file that fails is an error.
+func Render(chartDir string) ([]Rendering, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Rendering
+	defaults, defaultsErr := render(ch, map[string]any{})
+	if defaultsErr == nil {
+		out = append(out, Rendering{Values: map[string]any{}, Objects: defaults})
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var vals map[string]any
+		if err := yaml.Unmarshal(raw, &vals); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if vals == nil {
+			vals = map[string]any{}
+		}
+		objs, err := render(ch, vals)
+		if err != nil {
+			return nil, fmt.Errorf("%s: rendering the chart with these values: %w", f, err)
+		}
+		out = append(out, Rendering{ValuesFile: f, Values: vals, Objects: objs})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("rendering the chart with its default values: %w", defaultsErr)
+	}
+	return out, nil
+}
+
+func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, error) {
+	values, err := chartutil.ToRenderValues(ch, vals, sampleRelease, chartutil.DefaultCapabilities)
+	if err != nil {
+		return nil, err
+	}
+	files, err := engine.Render(ch, values)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var objs []map[string]any
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml") && !strings.HasSuffix(name, ".json") {
+			continue // NOTES.txt and helpers
+		}
+		docs := releaseutil.SplitManifests(files[name])
+		keys := make([]string, 0, len(docs))
+		for k := range docs {
+			keys = append(keys, k)
+		}
+		sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+		for _, k := range keys {
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(docs[k]), &obj); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			if obj == nil {
+				continue
+			}
+			if md, ok := obj["metadata"].(map[string]any); ok && md["namespace"] == nil {
+				md["namespace"] = sampleRelease.Namespace
+			}
+			objs = append(objs, obj)
+		}
+	}
+	return objs, nil
+}
+
+// Kinds returns the kinds the renderings create, sorted.
+func Kinds(renderings []Rendering) []schema.GroupVersionKind {
+	seen := map[schema.GroupVersionKind]bool{}
+	var out []schema.GroupVersionKind
+	for _, r := range renderings {
+		for _, o := range r.Objects {
+			apiVersion, _ := o["apiVersion"].(string)
+			kind, _ := o["kind"].(string)
+			gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
+			if !seen[gvk] {
+				seen[gvk] = true
+				out = append(out, gvk)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Check evaluates every expression against each rendering, once as the custom resource is
+// before its objects exist (no objects) and once as they are just created (the rendered
+// objects, without status). An expression that fails or gives the wrong type in either would
+// leave a field out in a real cluster: the error names it, its file and line and the rendering.
+func (c *Compiled) Check(gvk schema.GroupVersionKind, renderings []Rendering) error {
+	var errs []error
+	for _, r := range renderings {
+		self := map[string]any{
+			"apiVersion": gvk.GroupVersion().String(), "kind": gvk.Kind,
+			"metadata": map[string]any{"name": sampleRelease.Name, "namespace": sampleRelease.Namespace, "generation": int64(1)},
+			"spec":     r.Values,
+		}
+		for _, objects := range [][]map[string]any{nil, r.Objects} {
+			for _, err := range c.Evaluate(self, objects).Errors {
+				state := "before the release's objects exist"
+				if objects != nil {
+					state = "with the release's objects not yet reconciled (no status)"
+				}
+				values := "default values"
+				if r.ValuesFile != "" {
+					values = r.ValuesFile
+				}
+				errs = append(errs, fmt.Errorf("%w (%s, %s)", err, values, state))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LoadChecked loads, compiles and checks the declaration of the chart in chartDir for the kind:
+// what the operator does at start and `make manifests` before it writes the CRD.
+func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*Compiled, error) {
+	k, err := Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Compile(k)
+	if err != nil {
+		return nil, err
+	}
+	renderings, err := Render(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", chartDir, err)
+	}
+	if err := c.Check(gvk, renderings); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,192 @@
+package crdgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
+)
+
+// Labels on every generated CRD.
+var crdLabels = map[string]string{
+	"app.kubernetes.io/name":    "myproxy-operator",
+	"app.kubernetes.io/part-of": "myproxy-operator",
+}
+
+// maxReleaseName is Helm's limit on a release name; the release is named after the resource.
+const maxReleaseName = 53
+
+// Names returns the CRD names of a kind: those the declaration gives, and defaults (the
+// lower-case kind, pluralised in English) for the rest.
+func Names(gvk schema.GroupVersionKind, k *chartapi.Kind) apiextv1.CustomResourceDefinitionNames {
+	n := apiextv1.CustomResourceDefinitionNames{
+		Kind: gvk.Kind, ListKind: gvk.Kind + "List",
+		Plural: k.Names.Plural, Singular: k.Names.Singular,
+		ShortNames: k.Names.ShortNames, Categories: k.Names.Categories,
+	}
+	if n.Singular == "" {
+		n.Singular = strings.ToLower(gvk.Kind)
+	}
+	if n.Plural == "" {
+		n.Plural = Plural(n.Singular)
+	}
+	return n
+}
+
+// Plural is the English plural of a lower-case singular, as kubebuilder forms it for most kinds.
+func Plural(singular string) string {
+	switch {
+	case strings.HasSuffix(singular, "y") && len(singular) > 1 && !strings.ContainsAny(singular[len(singular)-2:len(singular)-1], "aeiou"):
+		return singular[:len(singular)-1] + "ies"
+	case strings.HasSuffix(singular, "s"), strings.HasSuffix(singular, "x"), strings.HasSuffix(singular, "z"),
+		strings.HasSuffix(singular, "ch"), strings.HasSuffix(singular, "sh"):
+		return singular + "es"
+	}
+	return singular + "s"
+}
+
+// Generate returns the CRD of a kind served by a chart with this declaration and values schema.
+func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, valuesSchema []byte) (*apiextv1.CustomResourceDefinition, error) {
+	names := Names(gvk, k)
+	version := apiextv1.CustomResourceDefinitionVersion{
+		Name: gvk.Version, Served: true, Storage: true,
+		Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
+	}
+	var keepDefaults []string
+	if sc := k.Status.Scale; sc != nil {
+		version.Subresources.Scale = &apiextv1.CustomResourceSubresourceScale{
+			SpecReplicasPath:   sc.SpecReplicasPath,
+			StatusReplicasPath: ".status." + sc.StatusReplicas,
+		}
+		if sc.LabelSelector != "" {
+			path := ".status." + sc.LabelSelector
+			version.Subresources.Scale.LabelSelectorPath = &path
+		}
+		keepDefaults = append(keepDefaults, strings.TrimPrefix(sc.SpecReplicasPath, "."))
+	}
+	spec, err := SpecSchema(valuesSchema, keepDefaults...)
+	if err != nil {
+		return nil, err
+	}
+	// An absent spec is an empty one, so that its stored defaults (replicas) still apply.
+	spec.Default = &apiextv1.JSON{Raw: []byte("{}")}
+	description := k.Description
+	if description == "" {
+		description = fmt.Sprintf("%s is run by one Helm release of its chart.", gvk.Kind)
+	}
+	rules := apiextv1.ValidationRules{{
+		Rule:    fmt.Sprintf("self.metadata.name.size() <= %d", maxReleaseName),
+		Message: fmt.Sprintf("metadata.name: must be at most %d characters (it names the Helm release)", maxReleaseName),
+	}}
+	for _, v := range k.Validations {
+		rules = append(rules, apiextv1.ValidationRule{Rule: v.Rule, Message: v.Message})
+	}
+	version.Schema = &apiextv1.CustomResourceValidation{OpenAPIV3Schema: &apiextv1.JSONSchemaProps{
+		Description: description, Type: "object", XValidations: rules,
+		Properties: map[string]apiextv1.JSONSchemaProps{
+			"apiVersion": {Type: "string", Description: "APIVersion defines the versioned schema of this representation of an object."},
+			"kind":       {Type: "string", Description: "Kind is a string value representing the REST resource this object represents."},
+			"metadata":   {Type: "object"},
+			"spec":       *spec,
+			"status":     StatusSchema(k.Status),
+		},
+	}}
+	for _, c := range k.PrinterColumns {
+		version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns, apiextv1.CustomResourceColumnDefinition{
+			Name: c.Name, Type: c.Type, Description: c.Description, JSONPath: c.JSONPath})
+	}
+	version.AdditionalPrinterColumns = append(version.AdditionalPrinterColumns,
+		apiextv1.CustomResourceColumnDefinition{Name: "Ready", Type: "string", Description: "Every object of the release is ready.",
+			JSONPath: `.status.conditions[?(@.type=="Ready")].status`},
+		apiextv1.CustomResourceColumnDefinition{Name: "Status", Type: "string", Description: "Reason of the Deployed condition.",
+			JSONPath: `.status.conditions[?(@.type=="Deployed")].reason`},
+		apiextv1.CustomResourceColumnDefinition{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
+	)
+	return &apiextv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: names.Plural + "." + gvk.Group, Labels: crdLabels},
+		Spec: apiextv1.CustomResourceDefinitionSpec{
+			Group: gvk.Group, Scope: apiextv1.NamespaceScoped, Names: names,
+			Versions: []apiextv1.CustomResourceDefinitionVersion{version},
+		},
+	}, nil
+}
+
+// helmConditions are the conditions helm-operator-plugins' reconciler sets.
+const helmConditions = "Initialized, Deployed, ReleaseFailed, Irreconcilable, Paused (from the Helm reconciler)"
+
+// StatusSchema is the schema of the status: what the Helm reconciler writes, observedGeneration,
+// and the declared fields. Unknown fields are pruned.
+func StatusSchema(s chartapi.Status) apiextv1.JSONSchemaProps {
+	conditions := helmConditions + ", Ready (every object of the release is ready)"
+	for _, c := range s.Conditions {
+		conditions += ", " + c.Type
+		if d := strings.TrimSuffix(c.Description, "."); d != "" {
+			conditions += " (" + strings.ToLower(d[:1]) + d[1:] + ")"
+		}
+	}
+	str := apiextv1.JSONSchemaProps{Type: "string"}
+	props := map[string]apiextv1.JSONSchemaProps{
+		"conditions": {
+			Description: conditions + ".", Type: "array",
+			Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{
+				Type: "object", Required: []string{"type", "status"},
+				Properties: map[string]apiextv1.JSONSchemaProps{
+					"type": str, "status": str, "reason": str, "message": str,
+					"lastTransitionTime": {Type: "string", Format: "date-time"},
+				},
+			}},
+		},
+		"deployedRelease": {
+			Description: "The Helm release currently deployed.", Type: "object",
+			Properties: map[string]apiextv1.JSONSchemaProps{"name": str, "manifest": str},
+		},
+		"observedGeneration": {Description: "The metadata.generation this status describes.", Type: "integer", Format: "int64"},
+	}
+	for _, name := range s.FieldNames() {
+		f := s.Fields[name]
+		p := apiextv1.JSONSchemaProps{Description: f.Description, Type: f.Type}
+		switch f.Type {
+		case "object":
+			p.XPreserveUnknownFields = ptrTrue()
+		case "array":
+			p.Items = &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{XPreserveUnknownFields: ptrTrue()}}
+		case "integer":
+			p.Format = "int64"
+		}
+		props[name] = p
+	}
+	return apiextv1.JSONSchemaProps{Description: "Observed state, written by the operator.", Type: "object", Properties: props}
+}
+
+func ptrTrue() *bool { t := true; return &t }
+
+// Marshal writes a CRD as YAML without what the apiserver fills in (status, creationTimestamp),
+// under a header naming its sources.
+func Marshal(crd *apiextv1.CustomResourceDefinition, sources ...string) ([]byte, error) {
+	raw, err := json.Marshal(crd)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	delete(doc, "status")
+	if meta, ok := doc["metadata"].(map[string]any); ok {
+		delete(meta, "creationTimestamp")
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	header := fmt.Sprintf("# Generated by `make manifests` from %s.\n# Do not edit: change those and regenerate.\n",
+		strings.Join(sources, " and "))
+	return append([]byte(header), out...), nil
+}

@@ -1,0 +1,103 @@
+// Package manifestgen writes what `make manifests` generates from watches.yaml and the charts it
+// names: one CRD per entry (internal/crdgen), the CRD kustomization listing them, and the
+// manager's ClusterRole, derived from every chart's rendered kinds. Adding a kind is a chart, a
+// watches.yaml entry and `make manifests`.
+package manifestgen
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/crdgen"
+	"github.com/example/myproxy-operator/internal/watchesfile"
+)
+
+// Paths of the generated files, below the kustomize config directory.
+const (
+	CRDDir            = "crd/bases"
+	CRDKustomization  = "crd/kustomization.yaml"
+	ManagerRole       = "rbac/role.yaml"
+	valuesSchemaFile  = "values.schema.json"
+	crdKustomizeIntro = "# The CRDs of every watches.yaml entry; generated with bases/ by `make manifests`.\n"
+)
+
+// Kind is one generated kind.
+type Kind struct {
+	GVK      schema.GroupVersionKind
+	Plural   string
+	Rendered []schema.GroupVersionKind // what its chart renders
+}
+
+// Generate returns the generated files by path below configDir (such as "crd/bases/x.yaml"),
+// after checking every declaration as the operator does at start.
+func Generate(watchesPath string) (map[string][]byte, error) {
+	ws, err := watchesfile.Load(watchesPath)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	seen := map[schema.GroupKind]string{}
+	var kinds []Kind
+	var bases []string
+	for _, w := range ws {
+		gk := w.GroupVersionKind.GroupKind()
+		if other, dup := seen[gk]; dup {
+			return nil, fmt.Errorf("%s: %s is watched twice (versions %s and %s): one version per kind is supported",
+				watchesPath, gk, other, w.Version)
+		}
+		seen[gk] = w.Version
+		decl, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
+		if err != nil {
+			return nil, err
+		}
+		schemaPath := filepath.Join(w.ChartPath, valuesSchemaFile)
+		valuesSchema, err := os.ReadFile(schemaPath)
+		if err != nil {
+			return nil, fmt.Errorf("%s: a chart served as a kind needs a values.schema.json (it becomes the spec schema): %w", w.ChartPath, err)
+		}
+		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, valuesSchema)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", schemaPath, err)
+		}
+		sources := []string{filepath.ToSlash(schemaPath)}
+		if decl.Kind.File != "" {
+			sources = append(sources, filepath.ToSlash(decl.Kind.File))
+		}
+		raw, err := crdgen.Marshal(crd, sources...)
+		if err != nil {
+			return nil, err
+		}
+		base := fmt.Sprintf("%s_%s.yaml", w.Group, crd.Spec.Names.Plural)
+		files[filepath.Join(CRDDir, base)] = raw
+		bases = append(bases, "bases/"+base)
+		renderings, err := chartapi.Render(w.ChartPath)
+		if err != nil {
+			return nil, err
+		}
+		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural, Rendered: chartapi.Kinds(renderings)})
+	}
+	sort.Strings(bases)
+	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")
+	files[ManagerRole] = Role(kinds)
+	return files, nil
+}
+
+// Write writes the generated files below configDir.
+func Write(configDir string, files map[string][]byte) error {
+	for path, raw := range files {
+		full := filepath.Join(configDir, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, raw, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package status
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"sort"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+)
+
+// Ref identifies one object of a release.
+type Ref struct {
+	GVK             schema.GroupVersionKind
+	Namespace, Name string
+}
+
+func (r Ref) String() string { return r.GVK.Kind + "/" + r.Name }
+
+// Opaque reports whether the operator does not cache objects of this kind: Secrets, whose data
+// it never holds. They are taken as ready and expressions see no such object.
+func (r Ref) Opaque() bool { return r.GVK.Group == "" && r.GVK.Kind == "Secret" }
+
+// ReleaseObject is a rendered object and its live state (nil when the cluster has none).
+type ReleaseObject struct {
+	Ref  Ref
+	Live map[string]any
+}
+
+// manifestRefs parses release manifests into the objects they create, remembering the result
+// per custom resource until its manifest changes: a status update follows every change of a
+// Deployment's status, and parsing the manifest each time would cost more than the rest.
+type manifestRefs struct {
+	mu     sync.Mutex
+	parsed map[types.NamespacedName]parsedManifest
+}
+
+type parsedManifest struct {
+	digest [sha256.Size]byte
+	refs   []Ref
+}
+
+func newManifestRefs() *manifestRefs {
+	return &manifestRefs{parsed: map[types.NamespacedName]parsedManifest{}}
+}
+
+// refs returns the objects of a manifest; objects without a namespace are in namespace (the
+// release's) unless their kind is cluster-scoped, which namespaced reports.
+func (m *manifestRefs) refs(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
+	digest := sha256.Sum256([]byte(manifest))
+	m.mu.Lock()
+	p, ok := m.parsed[key]
+	m.mu.Unlock()
+	if ok && p.digest == digest {
+		return p.refs, nil
+	}
+	refs, err := parseManifest(manifest, key.Namespace, namespaced)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.parsed[key] = parsedManifest{digest: digest, refs: refs}
+	m.mu.Unlock()
+	return refs, nil
+}
+
+func (m *manifestRefs) forget(key types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.parsed, key)
+}
+
+func (m *manifestRefs) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.parsed)
+}
+
+type objectHeader struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+func parseManifest(manifest, namespace string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
+	docs := releaseutil.SplitManifests(manifest)
+	keys := make([]string, 0, len(docs))
+	for k := range docs {
+		keys = append(keys, k)
+	}
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	refs := make([]Ref, 0, len(keys))
+	for _, k := range keys {
+		var h objectHeader
+		if err := yaml.Unmarshal([]byte(docs[k]), &h); err != nil {
+			return nil, fmt.Errorf("release manifest: %w", err)
+		}
+		if h.Kind == "" {
+			continue
+		}
+		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name}
+		switch {
+		case !namespaced(ref.GVK):
+			ref.Namespace = ""
+		case ref.Namespace == "":
+			ref.Namespace = namespace
+		}
+		refs = append(refs, ref)
+	}
+	return refs, nil
+}
+
+func keyOf(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
+}
