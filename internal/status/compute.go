@@ -1,13 +1,11 @@
 package status
 
 import (
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
 )
-
 
 // Computed is what this package writes into a status: the declared fields that have a value,
 // the conditions (declared ones and Ready), and the applied generation when it is known.
