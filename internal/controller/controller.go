@@ -164,8 +164,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		reconciler.WithPostHook(observed.PostHook()),
 		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
-			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder}, recorder)),
-		reconciler.WithControllerSetupFunc(values.WatchTLSSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind)),
+			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder)),
+		reconciler.WithControllerSetupFunc(values.WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithSelector(selector),
 	}

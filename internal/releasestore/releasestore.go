@@ -36,7 +36,7 @@ func Driver() helmclient.ObjectToStorageDriverMapper {
 		owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 		secrets := helmclient.NewOwnerRefSecretClient(cs.Secrets(obj.GetNamespace()),
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
-		return newPooledSecrets(Versioned(secrets)), nil
+		return newPooledSecrets(Versioned(OwnedBy(secrets, obj.GetUID()))), nil
 	}
 }
 

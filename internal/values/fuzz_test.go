@@ -41,7 +41,7 @@ func FuzzTranslate(f *testing.F) {
 		ObjectMeta: metav1.ObjectMeta{Name: "good", Namespace: "team"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{"tls.crt": pair.Cert, "tls.key": pair.Key},
 	}).Build()
-	tr := Translator{Reader: reader, Recorder: record.NewFakeRecorder(1 << 16)}
+	tr := Translator{Reader: reader, Recorder: record.NewFakeRecorder(1 << 16), Checks: myProxyChecks(f)}
 
 	f.Fuzz(func(t *testing.T, specJSON []byte) {
 		var spec any

@@ -1,6 +1,8 @@
-// Package values translates a MyProxy into the chart's values. The spec already is the values
-// (the CRD schema comes from values.schema.json); what remains is what a schema cannot check
-// because it depends on other objects: the TLS Secret that spec.tls.secretName names.
+// Package values translates a custom resource into its chart's values. The spec already is the
+// values (the CRD schema comes from values.schema.json); what remains is what a schema cannot
+// check because it depends on other objects: the checks the chart's kind.yaml declares, such as
+// "the Secret that tls.secretName names exists and holds a valid certificate". The kinds of check
+// are here; which value each applies to is the chart's.
 package values
 
 import (
@@ -8,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"strings"
 	"time"
 
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -16,18 +19,21 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
 // ReasonInvalidSpec is the Event reason for a spec that passed the schema but cannot be used.
 const ReasonInvalidSpec = "InvalidSpec"
 
-// Translator turns a MyProxy into chart values after checking the objects it refers to.
+// Translator turns a custom resource into chart values after running the declared checks.
 // Its errors name the field; the Helm reconciler puts them in the Irreconcilable condition
 // and retries with backoff.
 type Translator struct {
 	// Reader reads Secrets directly from the apiserver, so the operator caches no Secret data.
 	Reader   client.Reader
 	Recorder record.EventRecorder
+	Checks   []chartapi.Check
 }
 
 // Translate implements helm-operator-plugins' values.Translator.
@@ -36,38 +42,54 @@ func (t Translator) Translate(ctx context.Context, obj *unstructured.Unstructure
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	if err := t.checkTLSSecret(ctx, obj.GetNamespace(), spec); err != nil {
-		t.Recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalidSpec, err.Error())
-		return nil, err
+	for _, c := range t.Checks {
+		if c.Secret == nil {
+			continue
+		}
+		if err := t.checkSecret(ctx, obj.GetNamespace(), spec, *c.Secret); err != nil {
+			t.Recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalidSpec, err.Error())
+			return nil, err
+		}
 	}
 	return spec, nil
 }
 
-// TLSSecretName returns spec.tls.secretName ("" when TLS is off).
-func TLSSecretName(spec map[string]any) string {
-	name, _, _ := unstructured.NestedString(spec, "tls", "secretName")
+// ValueAt returns the string at a dotted path of the values ("" when absent or not a string).
+func ValueAt(spec map[string]any, path string) string {
+	name, _, _ := unstructured.NestedString(spec, strings.Split(path, ".")...)
 	return name
 }
 
-func (t Translator) checkTLSSecret(ctx context.Context, namespace string, spec map[string]any) error {
-	name := TLSSecretName(spec)
+func (t Translator) checkSecret(ctx context.Context, namespace string, spec map[string]any, c chartapi.SecretCheck) error {
+	name := ValueAt(spec, c.Value)
 	if name == "" {
 		return nil
 	}
+	field := "spec." + c.Value
 	var secret corev1.Secret
 	err := t.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Errorf("spec.tls.secretName: Secret %q not found in namespace %q", name, namespace)
+		return fmt.Errorf("%s: Secret %q not found in namespace %q", field, name, namespace)
 	case err != nil:
-		return fmt.Errorf("spec.tls.secretName: reading Secret %q: %w", name, err)
-	case secret.Type != corev1.SecretTypeTLS:
-		return fmt.Errorf("spec.tls.secretName: Secret %q has type %q, want %q", name, secret.Type, corev1.SecretTypeTLS)
-	case len(secret.Data[corev1.TLSCertKey]) == 0 || len(secret.Data[corev1.TLSPrivateKeyKey]) == 0:
-		return fmt.Errorf("spec.tls.secretName: Secret %q lacks %s or %s", name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
+		return fmt.Errorf("%s: reading Secret %q: %w", field, name, err)
+	case c.Type != "" && string(secret.Type) != c.Type:
+		return fmt.Errorf("%s: Secret %q has type %q, want %q", field, name, secret.Type, c.Type)
+	}
+	var missing []string
+	for _, k := range c.Keys {
+		if len(secret.Data[k]) == 0 {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: Secret %q lacks %s", field, name, strings.Join(missing, " and "))
+	}
+	if !c.TLSKeyPair {
+		return nil
 	}
 	if err := checkPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], time.Now()); err != nil {
-		return fmt.Errorf("spec.tls.secretName: Secret %q: %w", name, err)
+		return fmt.Errorf("%s: Secret %q: %w", field, name, err)
 	}
 	return nil
 }

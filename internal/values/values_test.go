@@ -2,6 +2,7 @@ package values
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/test/certs"
 )
 
@@ -34,6 +36,7 @@ func TestTranslate(t *testing.T) {
 		secret("mismatched", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": valid.Cert, "tls.key": other.Key}),
 		secret("not-pem", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k")}),
 	).Build()
+	checks := myProxyChecks(t)
 	cases := []struct {
 		name   string
 		spec   map[string]any
@@ -45,7 +48,7 @@ func TestTranslate(t *testing.T) {
 		{"missing Secret", map[string]any{"tls": map[string]any{"secretName": "nope"}},
 			`spec.tls.secretName: Secret "nope" not found in namespace "team"`},
 		{"wrong type", map[string]any{"tls": map[string]any{"secretName": "opaque"}}, `has type "Opaque", want "kubernetes.io/tls"`},
-		{"incomplete pair", map[string]any{"tls": map[string]any{"secretName": "empty"}}, "lacks tls.crt or tls.key"},
+		{"incomplete pair", map[string]any{"tls": map[string]any{"secretName": "empty"}}, `Secret "empty" lacks tls.key`},
 		{"expired certificate", map[string]any{"tls": map[string]any{"secretName": "expired"}}, `Secret "expired": the certificate in tls.crt expired at`},
 		{"not yet valid", map[string]any{"tls": map[string]any{"secretName": "future"}}, "is not valid before"},
 		{"key of another certificate", map[string]any{"tls": map[string]any{"secretName": "mismatched"}},
@@ -57,7 +60,7 @@ func TestTranslate(t *testing.T) {
 			recorder := record.NewFakeRecorder(1)
 			obj := &unstructured.Unstructured{Object: map[string]any{"spec": c.spec}}
 			obj.SetNamespace("team")
-			vals, err := Translator{Reader: reader, Recorder: recorder}.Translate(context.Background(), obj)
+			vals, err := Translator{Reader: reader, Recorder: recorder, Checks: checks}.Translate(context.Background(), obj)
 			if c.errHas == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -74,5 +77,33 @@ func TestTranslate(t *testing.T) {
 				t.Errorf("event %q", ev)
 			}
 		})
+	}
+}
+
+// myProxyChecks are the checks the project's chart declares: these tests are the TLS Secret
+// check as MyProxy users see it.
+func myProxyChecks(t testing.TB) []chartapi.Check {
+	t.Helper()
+	k, err := chartapi.Load(filepath.Join("..", "..", "helm-charts", "myproxy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Checks) == 0 {
+		t.Fatal("the myproxy chart declares no check")
+	}
+	return k.Checks
+}
+
+func TestSecretCheckOfAnyValue(t *testing.T) {
+	reader := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "team"}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"username": []byte("u")},
+	}).Build()
+	checks := []chartapi.Check{{Secret: &chartapi.SecretCheck{Value: "auth.existingSecret", Keys: []string{"username", "password"}}}}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"auth": map[string]any{"existingSecret": "creds"}}}}
+	obj.SetNamespace("team")
+	_, err := Translator{Reader: reader, Recorder: record.NewFakeRecorder(1), Checks: checks}.Translate(context.Background(), obj)
+	if err == nil || err.Error() != `spec.auth.existingSecret: Secret "creds" lacks password` {
+		t.Fatalf("error %v", err)
 	}
 }

@@ -16,18 +16,29 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
-// WatchTLSSecrets re-reconciles the custom resources whose spec.tls.secretName names a Secret
-// when that Secret changes, so that creating a missing Secret recovers at once instead of after
-// the backoff. It watches Secret metadata in secrets (see NewSecretMetadataCache) and finds the
-// custom resources in crs (the manager's cache).
-func WatchTLSSecrets(secrets, crs cache.Cache, gvk schema.GroupVersionKind) reconciler.ControllerSetupFunc {
+// WatchCheckedSecrets re-reconciles the custom resources whose checked values (paths, from the
+// secret checks of kind.yaml) name a Secret when that Secret changes, so that creating a missing
+// Secret recovers at once instead of after the backoff. It watches Secret metadata in secrets
+// (see NewSecretMetadataCache) and finds the custom resources in crs (the manager's cache).
+// A kind without secret checks gets no watch.
+func WatchCheckedSecrets(secrets, crs cache.Cache, gvk schema.GroupVersionKind, checks []chartapi.Check) reconciler.ControllerSetupFunc {
+	var paths []string
+	for _, c := range checks {
+		if c.Secret != nil {
+			paths = append(paths, c.Secret.Value)
+		}
+	}
 	return func(ctrl reconciler.ControllerSetup) error {
+		if len(paths) == 0 {
+			return nil
+		}
 		return ctrl.Watch(source.Kind(secrets, client.Object(secretMetadata()),
 			handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, secret client.Object) []reconcile.Request {
-				return referencing(ctx, crs, gvk, secret)
+				return referencing(ctx, crs, gvk, paths, secret)
 			})))
 	}
 }
@@ -58,7 +69,7 @@ func NewSecretMetadataCache(mgr manager.Manager, namespaces map[string]cache.Con
 	return c, mgr.Add(c)
 }
 
-func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, secret client.Object) []reconcile.Request {
+func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, paths []string, secret client.Object) []reconcile.Request {
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := c.List(ctx, &list, client.InNamespace(secret.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
@@ -66,9 +77,13 @@ func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKi
 	}
 	var requests []reconcile.Request
 	for _, item := range list.Items {
-		spec, _, _ := unstructured.NestedMap(item.Object, "spec")
-		if TLSSecretName(spec) == secret.GetName() {
-			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+		spec, _, _ := unstructured.NestedFieldNoCopy(item.Object, "spec")
+		values, _ := spec.(map[string]any)
+		for _, p := range paths {
+			if ValueAt(values, p) == secret.GetName() {
+				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
+				break
+			}
 		}
 	}
 	return requests
