@@ -89,17 +89,29 @@ type Operator struct {
 // test failed.
 func StartOperator(t testing.TB, bin, kubeconfig string, args []string, env ...string) *Operator {
 	t.Helper()
+	return StartOperatorIn(t, RepoRoot(), bin, kubeconfig, args, env...)
+}
+
+// StartOperatorIn is StartOperator with dir as the working directory (where the watches file's
+// chart paths start).
+func StartOperatorIn(t testing.TB, dir, bin, kubeconfig string, args []string, env ...string) *Operator {
+	t.Helper()
 	base := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--zap-log-level=info"}
-	return StartProcess(t, bin, append(base, args...), env...)
+	return startProcessIn(t, dir, bin, append(base, args...), env...)
 }
 
 // StartProcess runs a long-lived program (an operator, this one or another) with args and extra
 // environment, as StartOperator does, but with no arguments of its own.
 func StartProcess(t testing.TB, bin string, args []string, env ...string) *Operator {
 	t.Helper()
+	return startProcessIn(t, RepoRoot(), bin, args, env...)
+}
+
+func startProcessIn(t testing.TB, dir, bin string, args []string, env ...string) *Operator {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Dir = RepoRoot()
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	o := &Operator{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = o.log, o.log

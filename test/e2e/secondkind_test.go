@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// copyProject copies the project's tracked files into a new directory: a checkout to change
+// as a chart author would.
+func copyProject(t *testing.T) string {
+	t.Helper()
+	root := harness.RepoRoot()
+	dir := t.TempDir()
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	for _, rel := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		copyFile(t, filepath.Join(root, rel), filepath.Join(dir, rel))
+	}
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	raw, err := os.ReadFile(from)
+	if os.IsNotExist(err) {
+		return // deleted in the work tree
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, raw, info.Mode()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const staticSiteWatch = `
+- group: web.example.com
+  version: v1alpha1
+  kind: StaticSite
+  chart: helm-charts/staticsite
+`
+
+func staticSite(name, pages string) string {
+	return `apiVersion: web.example.com/v1alpha1
+kind: StaticSite
+metadata:
+  name: ` + name + `
+spec:
+  replicas: 2
+  pages:
+` + pages
+}
+
+// A chart author adds a kind with files alone: the example staticsite chart (with its
+// kind.yaml) copied into helm-charts/, an entry in watches.yaml, `make manifests`. No Go file
+// changes and the operator binary is the project's own. Deployed with `make deploy`, the
+// operator, running as the deployed ServiceAccount, serves both kinds side by side: status
+// declared by each chart, Events, drift correction, a clear refusal of a release name that
+// the other kind holds, and uninstall.
+func TestASecondKindThroughFilesAlone(t *testing.T) {
+	project := copyProject(t)
+	example := filepath.Join(harness.RepoRoot(), "examples", "staticsite")
+	err := filepath.WalkDir(example, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(example, path)
+		copyFile(t, path, filepath.Join(project, "helm-charts", "staticsite", rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches, err := os.OpenFile(filepath.Join(project, "watches.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watches.WriteString(staticSiteWatch); err != nil {
+		t.Fatal(err)
+	}
+	_ = watches.Close()
+	harness.Run(t, nil, "make", "-C", project, "manifests")
+	for _, generated := range []string{"config/crd/bases/web.example.com_staticsites.yaml", "config/crd/bases/gateway.example.com_myproxies.yaml"} {
+		if _, err := os.Stat(filepath.Join(project, generated)); err != nil {
+			t.Fatalf("make manifests did not write %s: %v", generated, err)
+		}
+	}
+	if role := readFile(t, filepath.Join(project, "config", "rbac", "role.yaml")); !strings.Contains(role, "resources: [staticsites/status]") {
+		t.Fatalf("make manifests did not grant the new kind:\n%s", role)
+	}
+
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	kustomize := "KUSTOMIZE=" + harness.Tool(t, "KUSTOMIZE", "kustomize")
+	harness.Run(t, env, "make", "-C", project, "deploy", "IMG=registry.example.com/myproxy-operator:e2e", kustomize)
+	undeployed := false
+	t.Cleanup(func() {
+		if !undeployed {
+			_, _ = harness.RunErr(env, "make", "-C", project, "undeploy", kustomize)
+		}
+	})
+	kubectl(t, "wait", "--for=condition=Established", "crd/staticsites.web.example.com", "--timeout=60s")
+	op := harness.StartOperatorIn(t, project, operatorBin, impersonating(t), []string{
+		"--watches-file=watches.yaml", "--leader-elect", "--leader-election-namespace=" + systemNamespace,
+	})
+	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
+	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+
+	proxy, _, _ := sampleSpec(t)
+	kubectl(t, "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
+	site := harness.WriteTemp(t, "site-*.yaml", []byte(staticSite("docs", "    index.html: hello\n    about.html: about\n")))
+	kubectl(t, "apply", "-n", ns, "-f", site)
+	for _, res := range []string{"myproxy/" + proxy, "staticsite/docs"} {
+		kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", res, "--timeout=120s")
+		kubectl(t, "wait", "-n", ns, "--for=condition=Ready", res, "--timeout=120s")
+	}
+	kubectl(t, "wait", "-n", ns, "--for=condition=Serving", "staticsite/docs", "--timeout=60s")
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/"+proxy, "--timeout=60s")
+	want := "2 2 http://docs." + ns + ".svc:80/"
+	if got := kubectl(t, "get", "-n", ns, "site/docs", "-o", "jsonpath={.status.pages} {.status.availableReplicas} {.status.url}"); got != want {
+		t.Errorf("StaticSite status %q, want %q", got, want)
+	}
+	if got := kubectl(t, "get", "-n", ns, "site/docs"); !strings.Contains(got, "http://docs."+ns+".svc:80/") || !strings.Contains(got, "PAGES") {
+		t.Errorf("kubectl get shows no declared columns:\n%s", got)
+	}
+	harness.WaitForEvent(t, c, ns, "docs", "Installed", 30*time.Second)
+
+	// Status follows the objects: a third page reaches status.pages.
+	kubectl(t, "patch", "-n", ns, "site/docs", "--type=merge", "-p", `{"spec":{"pages":{"contact.html":"mail us"}}}`)
+	harness.Eventually(t, 60*time.Second, "status.pages follows the ConfigMap", func(context.Context) (bool, string) {
+		got := kubectl(t, "get", "-n", ns, "site/docs", "-o", "jsonpath={.status.pages}")
+		return got == "3", "pages=" + got
+	})
+
+	// Drift: a deleted object of the release comes back.
+	before := kubectl(t, "get", "-n", ns, "configmap/docs", "-o", "jsonpath={.metadata.uid}")
+	kubectl(t, "delete", "-n", ns, "configmap/docs")
+	harness.Eventually(t, 60*time.Second, "the deleted ConfigMap is restored", func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "-n", ns, "configmap/docs", "-o", "jsonpath={.metadata.uid}")
+		return out != "" && out != before && !strings.Contains(out, "NotFound"), "uid " + out
+	})
+
+	// A StaticSite named as the MyProxy would share its Helm release: it is refused with a
+	// condition naming the holder, and neither its install nor its deletion touches the proxy.
+	proxyUID := kubectl(t, "get", "-n", ns, "deployment/"+proxy, "-o", "jsonpath={.metadata.uid}")
+	clash := harness.WriteTemp(t, "clash-*.yaml", []byte(staticSite(proxy, "    index.html: clash\n")))
+	kubectl(t, "apply", "-n", ns, "-f", clash)
+	kubectl(t, "wait", "-n", ns, "--for=condition=ReleaseFailed", "staticsite/"+proxy, "--timeout=60s")
+	msg := kubectl(t, "get", "-n", ns, "staticsite/"+proxy, "-o", `jsonpath={.status.conditions[?(@.type=="ReleaseFailed")].message}`)
+	if !strings.Contains(msg, `is taken in namespace "`+ns+`" by MyProxy "`+proxy+`"`) {
+		t.Errorf("ReleaseFailed message %q does not name the MyProxy holding the name", msg)
+	}
+	kubectl(t, "delete", "-n", ns, "staticsite/"+proxy, "--timeout=60s")
+	if got := kubectl(t, "get", "-n", ns, "deployment/"+proxy, "-o", "jsonpath={.metadata.uid}"); got != proxyUID {
+		t.Errorf("the proxy's Deployment changed (uid %s, was %s)", got, proxyUID)
+	}
+	if got := kubectl(t, "get", "-n", ns, "configmap/"+proxy, "-o", "jsonpath={.metadata.labels.app\\.kubernetes\\.io/name}"); got != "myproxy" {
+		t.Errorf("the proxy's ConfigMap is now %q's", got)
+	}
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/"+proxy, "--timeout=60s")
+
+	// Uninstall: the site's objects and release records go; the proxy stays.
+	kubectl(t, "delete", "-n", ns, "staticsite/docs", "--timeout=120s")
+	if left := kubectl(t, "get", "deployments,services,configmaps,secrets", "-n", ns, "-l", "app.kubernetes.io/instance=docs", "-o", "name"); left != "" {
+		t.Errorf("uninstall left objects of the site:\n%s", left)
+	}
+	if left := kubectl(t, "get", "secrets", "-n", ns, "-l", "owner=helm,name=docs", "-o", "name"); left != "" {
+		t.Errorf("uninstall left release records:\n%s", left)
+	}
+	kubectl(t, "delete", "-n", ns, "myproxy/"+proxy, "--timeout=120s")
+	if log := op.Log(); strings.Contains(log, "forbidden") {
+		t.Errorf("the operator was refused something as %s:\n%s", managerSA, grepLines(log, "forbidden"))
+	}
+	harness.Run(t, env, "make", "-C", project, "undeploy", kustomize)
+	undeployed = true
+}
