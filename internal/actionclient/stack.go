@@ -10,6 +10,7 @@ type StackOptions struct {
 	Recorder record.EventRecorder
 	Metrics  *Metrics
 	Digest   DigestOptions
+	Unlock   SoleWriter
 }
 
 // Stack builds the action clients the reconciler uses from the plugins' (base), in this order,
@@ -24,7 +25,7 @@ type StackOptions struct {
 //   - Unlocked repairs a release left pending by an interrupted action before anything reads it;
 //   - base, the plugins' action clients (chosen per custom resource by RollbackChoice).
 func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.ActionClientGetter {
-	unlocked := Unlocked(base, o.Recorder)
+	unlocked := Unlocked(base, o.Recorder, o.Unlock)
 	waiting := UninstallWaiting(unlocked)
 	observed := Observed(waiting, Events{Recorder: o.Recorder}, o.Metrics)
 	return Digested(observed, o.Digest)

@@ -38,6 +38,7 @@ type Defaults struct {
 	ReconcilePeriod         time.Duration
 	MaxReleaseHistory       int
 	ChartRolloutRate        float64 // upgrades per second caused by a new chart; 0: no limit
+	Unlock                  actionclient.SoleWriter
 }
 
 // Settings is what one reconciler runs with, after merging a watches.yaml entry with Defaults.
@@ -76,6 +77,7 @@ type shared struct {
 	rollout *rate.Limiter // the rate is the operator's
 	queues  *requeue.Queues
 	lookups *renderinputs.Tracker
+	unlock  actionclient.SoleWriter
 }
 
 // Setup creates and registers a reconciler for every watch.
@@ -90,7 +92,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 		return fmt.Errorf("creating the Secret metadata cache: %w", err)
 	}
 	go renderinputs.CodeVersion() // digest the executable before the first reconcile needs it
-	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New()}
+	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: d.Unlock}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
@@ -153,7 +155,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		reconciler.SkipDependentWatches(s.SkipDependentWatches),
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
-			Recorder: recorder, Metrics: sh.metrics,
+			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
 			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption},
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),

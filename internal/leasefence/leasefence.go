@@ -10,7 +10,9 @@
 // had created, and helm-operator-plugins' uninstall-on-failure deleted them.
 //
 // A Fence wraps the leader election lock to time every renewal of the Lease by this replica, on
-// the monotonic clock, which runs on while the process is stopped. Wrapped around the transport
+// the boot clock (CLOCK_BOOTTIME), which runs on while the process is stopped and while the
+// machine is suspended. Go's monotonic clock (CLOCK_MONOTONIC) stops during a suspend: a VM
+// suspended for an hour would find its last renewal a few seconds old. Wrapped around the transport
 // of the manager's clients, it refuses every request that writes once the last renewal is older
 // than the renew deadline: by then a live leader would have stepped down itself, and the lease
 // duration leaves the difference for requests already on the wire.
@@ -35,15 +37,16 @@ import (
 type Fence struct {
 	resourcelock.Interface
 	validFor time.Duration
-	now      func() time.Time
+	now      func() time.Duration // the boot clock
 
 	mu      sync.Mutex
-	renewed time.Time // when the last successful write of the Lease naming this replica was sent; zero: not leading
+	leading bool
+	renewed time.Duration // when the last successful write of the Lease naming this replica was sent
 }
 
 // New wraps lock; writes are allowed for validFor (the renew deadline) after each renewal.
 func New(lock resourcelock.Interface, validFor time.Duration) *Fence {
-	return &Fence{Interface: lock, validFor: validFor, now: time.Now}
+	return &Fence{Interface: lock, validFor: validFor, now: BootClock}
 }
 
 // Create implements resourcelock.Interface.
@@ -66,22 +69,25 @@ func (f *Fence) write(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	defer f.mu.Unlock()
 	switch {
 	case ler.HolderIdentity != f.Identity():
-		f.renewed = time.Time{} // releasing the Lease (on shutdown), whether or not that succeeded
+		f.leading = false // releasing the Lease (on shutdown), whether or not that succeeded
 	case err == nil:
-		f.renewed = sent
+		f.leading, f.renewed = true, sent
 	}
 	return err
 }
 
+// Leading reports whether this replica holds the Lease, renewed within the renew deadline.
+func (f *Fence) Leading() bool { return f.Check() == nil }
+
 // Check returns an error unless this replica holds the Lease, renewed within the renew deadline.
 func (f *Fence) Check() error {
 	f.mu.Lock()
-	renewed := f.renewed
+	leading, renewed := f.leading, f.renewed
 	f.mu.Unlock()
-	if renewed.IsZero() {
+	if !leading {
 		return fmt.Errorf("this replica does not hold the leader Lease %s", f.Describe())
 	}
-	if age := f.now().Sub(renewed); age >= f.validFor {
+	if age := f.now() - renewed; age >= f.validFor {
 		return fmt.Errorf("this replica last renewed the leader Lease %s %s ago, longer than the renew deadline %s: "+
 			"another replica may lead now", f.Describe(), age.Round(time.Millisecond), f.validFor)
 	}

@@ -3,6 +3,8 @@ package leasefence
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -29,12 +31,12 @@ func (l *lock) err() error {
 	return nil
 }
 
-type clock struct{ t time.Time }
+type clock struct{ t time.Duration }
 
-func (c *clock) now() time.Time { return c.t }
+func (c *clock) now() time.Duration { return c.t }
 
 func newFence() (*Fence, *lock, *clock) {
-	l, c := &lock{}, &clock{t: time.Unix(1000, 0)}
+	l, c := &lock{}, &clock{t: 1000 * time.Second}
 	f := New(l, 10*time.Second)
 	f.now = c.now
 	return f, l, c
@@ -50,11 +52,11 @@ func TestCheckFollowsRenewals(t *testing.T) {
 	if err := f.Create(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
-	c.t = c.t.Add(9 * time.Second)
+	c.t += (9 * time.Second)
 	if err := f.Check(); err != nil {
 		t.Errorf("9 s after acquiring (renew deadline 10 s): %v", err)
 	}
-	c.t = c.t.Add(time.Second)
+	c.t += (time.Second)
 	if err := f.Check(); err == nil || !strings.Contains(err.Error(), "10s ago") {
 		t.Errorf("10 s after acquiring: %v, want an error giving the age of the renewal", err)
 	}
@@ -66,12 +68,12 @@ func TestCheckFollowsRenewals(t *testing.T) {
 	}
 
 	// A failed renewal does not extend the Lease.
-	c.t = c.t.Add(6 * time.Second)
+	c.t += (6 * time.Second)
 	l.failing = true
 	if err := f.Update(ctx, mine); err == nil {
 		t.Fatal("the lock's error was not returned")
 	}
-	c.t = c.t.Add(5 * time.Second)
+	c.t += (5 * time.Second)
 	if err := f.Check(); err == nil {
 		t.Error("11 s after the last successful renewal, writes are still allowed")
 	}
@@ -138,10 +140,47 @@ func TestTransportFencesWritesOnly(t *testing.T) {
 	if err := f.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
 		t.Fatal(err)
 	}
-	c.t = c.t.Add(time.Second)
+	c.t += (time.Second)
 	for _, r := range requests {
 		if err := do(r.method, r.path); err != nil {
 			t.Errorf("%s %s while leading: %v", r.method, r.path, err)
 		}
+	}
+}
+
+// A suspend of the machine moves the boot clock by its length (the monotonic clock would not
+// move): the fence closes on resume.
+func TestASuspendClosesTheFence(t *testing.T) {
+	f, _, c := newFence()
+	if err := f.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	c.t += time.Second
+	if !f.Leading() {
+		t.Fatal("not leading right after acquiring")
+	}
+	c.t += time.Hour // suspended
+	if f.Leading() {
+		t.Error("still leading after a suspend longer than the renew deadline")
+	}
+}
+
+// BootClock is CLOCK_BOOTTIME: it agrees with /proc/uptime, which counts from boot, suspends
+// included.
+func TestBootClockIsTheUptime(t *testing.T) {
+	raw, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		t.Skip("no /proc/uptime:", err)
+	}
+	before := BootClock()
+	var uptime float64
+	if _, err := fmt.Sscan(string(raw), &uptime); err != nil {
+		t.Fatal(err)
+	}
+	after := BootClock()
+	up := time.Duration(uptime * float64(time.Second))
+	// /proc/uptime has a resolution of 10 ms.
+	if up < before-20*time.Millisecond || up > after+20*time.Millisecond {
+		t.Errorf("BootClock %s..%s, /proc/uptime %s", before, after, up)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/leasefence"
@@ -96,6 +97,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	}
 	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
 	var fencedLock resourcelock.Interface // nil without leader election
+	writer := actionclient.SoleWriter{PendingAfter: o.UnlockPendingAfter}
 	events := &managerEvents{}
 	if o.LeaderElect {
 		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{
@@ -112,6 +114,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		fence := leasefence.New(lock, o.RenewDeadline)
 		cfg.Wrap(fence.WrapTransport)
 		fencedLock = fence
+		writer.Leading = fence.Leading
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
@@ -148,6 +151,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		ReconcilePeriod:         o.ReconcilePeriod,
 		MaxReleaseHistory:       o.MaxReleaseHistory,
 		ChartRolloutRate:        o.ChartRolloutRate,
+		Unlock:                  writer,
 	}, namespaces)
 	if err != nil {
 		return nil, err

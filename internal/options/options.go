@@ -37,6 +37,7 @@ type Options struct {
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
 	MaxReleaseHistory       int
+	UnlockPendingAfter      time.Duration
 	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
 	ChartRolloutRate        float64
 	GracefulShutdownTimeout time.Duration
@@ -79,6 +80,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"(drift of release objects is still corrected: their changes are watched).")
 	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
 		"Maximum number of revisions kept per Helm release; 0 keeps all.")
+	fs.DurationVar(&o.UnlockPendingAfter, "unlock-pending-after", 10*time.Minute,
+		"Without leader election: how long a release must have been pending before it is taken as left "+
+			"by an interrupted action and unlocked (another process may be acting on it until then). "+
+			"With leader election the Lease holder unlocks at once.")
 	fs.Float64Var(&o.ChartRolloutRate, "chart-rollout-rate", 5,
 		"Upgrades per second when a new chart (an operator upgrade) changes releases; spec changes "+
 			"are not limited. 0 means no limit.")
@@ -98,6 +103,8 @@ func (o *Options) Validate() error {
 			o.KubeAPIQPS, o.KubeAPIBurst)
 	case o.ChartRolloutRate < 0:
 		return fmt.Errorf("--chart-rollout-rate must not be negative, got %g", o.ChartRolloutRate)
+	case o.UnlockPendingAfter <= 0:
+		return fmt.Errorf("--unlock-pending-after must be positive, got %s", o.UnlockPendingAfter)
 	case o.MaxReleaseHistory < 0:
 		return fmt.Errorf("--max-release-history must not be negative, got %d", o.MaxReleaseHistory)
 	case o.LeaderElect && o.RenewDeadline >= o.LeaseDuration:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/release"
@@ -19,8 +20,10 @@ func releaseKey(name string, version int) string {
 }
 
 // A process killed mid-action leaves its release pending-install or pending-upgrade; Helm then
-// refuses every action on it. These are forged here exactly as Helm's storage holds them, and
-// the restarted operator must bring both MyProxies back to Deployed with no manual step.
+// refuses every action on it. These are forged here exactly as Helm's storage holds them.
+// Without leader election another process may be acting on them, so the operator leaves them
+// and says why; as the Lease holder it unlocks them and brings both MyProxies back to Deployed
+// with no manual step.
 func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
@@ -59,7 +62,14 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startOperator(t, harness.Watch{})
+	unelected := startOperator(t, harness.Watch{})
+	mp := harness.WaitForCondition(t, c, ns, "installing", "Irreconcilable", "True", timeout)
+	if _, _, msg := harness.Condition(mp, "Irreconcilable"); !strings.Contains(msg, "is pending-install and is left so: leader election is off") {
+		t.Errorf("Irreconcilable message %q does not say why the pending release is left", msg)
+	}
+	unelected.Stop(t)
+
+	startOperatorWith(t, leaderElectionArgs(ns, "crash-test")...)
 	for _, name := range []string{"upgrading", "installing"} {
 		harness.Eventually(t, timeout, "release "+name+" deployed again", func(context.Context) (bool, string) {
 			history, err := secrets.Query(map[string]string{"name": name, "owner": "helm"})
@@ -80,7 +90,9 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 		})
 		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
 		harness.WaitForCondition(t, c, ns, name, "Irreconcilable", "False", timeout)
-		harness.WaitForEvent(t, c, ns, name, "ReleaseUnlocked", timeout)
+		if ev := harness.WaitForEvent(t, c, ns, name, "ReleaseUnlocked", timeout); !strings.Contains(ev, "this replica holds the leader Lease") {
+			t.Errorf("ReleaseUnlocked Event %q does not say why unlocking was safe", ev)
+		}
 	}
 	waitDeploymentExists(t, ns, "installing")
 }
