@@ -19,7 +19,8 @@ import (
 )
 
 // cluster is a local control plane started by hack/cluster/cluster.sh with an audit log, so
-// that every request of every subject can be counted.
+// that every request of every subject can be counted, and without a garbage collector, so that
+// what is left after deleting every MyProxy is the subject's own uninstall, not owner references.
 type cluster struct {
 	root     string // repository root
 	dir      string // CLUSTER_DIR
@@ -28,7 +29,7 @@ type cluster struct {
 
 func (c *cluster) env() []string {
 	return append(os.Environ(), "CLUSTER_DIR="+c.dir, fmt.Sprintf("CLUSTER_PORT_BASE=%d", c.portBase),
-		"CLUSTER_AUDIT=1", "CLUSTER_BIN="+filepath.Join(c.root, "bin", "cluster"))
+		"CLUSTER_AUDIT=1", "CLUSTER_NO_GC=1", "CLUSTER_BIN="+filepath.Join(c.root, "bin", "cluster"))
 }
 
 func (c *cluster) script(arg string) error {

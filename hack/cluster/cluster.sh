@@ -16,6 +16,8 @@
 #                      Keep it below the kernel's ephemeral range (usually 32768-60999), where
 #                      outgoing connections take their local ports and could hold one of ours.
 #   CLUSTER_AUDIT=1    record an apiserver audit log (Metadata level) in $CLUSTER_DIR/logs/audit.log
+#   CLUSTER_NO_GC=1    run no garbage collector: what is deleted is deleted by its owner's
+#                      controller, not through owner references (the benchmark's leftover count)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +26,8 @@ dir=${CLUSTER_DIR:-$root/bin/local-cluster}
 bin=${CLUSTER_BIN:-$root/bin/cluster}
 base=${CLUSTER_PORT_BASE:-20400}
 audit=${CLUSTER_AUDIT:-0}
+controllers='*,-node-ipam-controller,-node-lifecycle-controller,-service-lb-controller,-cloud-node-lifecycle-controller'
+[ "${CLUSTER_NO_GC:-0}" = 1 ] && controllers="$controllers,-garbage-collector-controller"
 
 etcd_port=$((base + 1))
 etcd_peer_port=$((base + 2))
@@ -192,7 +196,7 @@ up() {
     --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
     --use-service-account-credentials=true \
     --kube-api-qps=500 --kube-api-burst=1000 \
-    --controllers='*,-node-ipam-controller,-node-lifecycle-controller,-service-lb-controller,-cloud-node-lifecycle-controller'
+    --controllers="$controllers"
   start kube-scheduler --kubeconfig="$kubeconfig" \
     --authentication-kubeconfig="$kubeconfig" --authorization-kubeconfig="$kubeconfig" \
     --bind-address=127.0.0.1 --secure-port="$sched_port" --leader-elect=false \
