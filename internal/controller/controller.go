@@ -24,6 +24,7 @@ import (
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/requeue"
@@ -39,6 +40,8 @@ type Defaults struct {
 	MaxReleaseHistory       int
 	ChartRolloutRate        float64 // upgrades per second caused by a new chart; 0: no limit
 	Unlock                  actionclient.SoleWriter
+	// Own learns what the operator itself deletes and writes; the manager's event filters ask it.
+	Own *ownwrites.Registry
 }
 
 // Settings is what one reconciler runs with, after merging a watches.yaml entry with Defaults.
@@ -78,6 +81,8 @@ type shared struct {
 	queues  *requeue.Queues
 	lookups *renderinputs.Tracker
 	unlock  actionclient.SoleWriter
+	own     *ownwrites.Registry
+	records cache.Cache
 }
 
 // Setup creates and registers a reconciler for every watch.
@@ -92,7 +97,15 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 		return fmt.Errorf("creating the Secret metadata cache: %w", err)
 	}
 	go renderinputs.CodeVersion() // digest the executable before the first reconcile needs it
-	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: d.Unlock}
+	records, err := newRecordCache(mgr, namespaces)
+	if err != nil {
+		return fmt.Errorf("creating the release record cache: %w", err)
+	}
+	own := d.Own
+	if own == nil {
+		own = ownwrites.New()
+	}
+	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: d.Unlock, own: own, records: records}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
@@ -115,7 +128,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	s := SettingsFor(w.Watch, d)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
-		helmclient.StorageDriverMapper(releasestore.Driver()))
+		helmclient.StorageDriverMapper(releasestore.Driver(sh.own)))
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("creating Helm action config getter: %w", err)
 	}
@@ -123,7 +136,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("creating discovery client: %w", err)
 	}
-	configs := helmconfig.New(actionConfigGetter, dc)
+	configs := helmconfig.New(actionConfigGetter, dc, sh.own)
 	actions, err := actionClients(configs)
 	if err != nil {
 		return capabilityReader{}, err
@@ -169,6 +182,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder)),
 		reconciler.WithControllerSetupFunc(values.WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
+		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
 		reconciler.WithSelector(selector),
 	}
 	r, err := reconciler.New(opts...)

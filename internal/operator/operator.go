@@ -28,12 +28,12 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/controller"
+	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/metricsauth"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
@@ -98,6 +98,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
 	var fencedLock resourcelock.Interface // nil without leader election
 	writer := actionclient.SoleWriter{PendingAfter: o.UnlockPendingAfter}
+	own := ownwrites.New()
 	events := &managerEvents{}
 	if o.LeaderElect {
 		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{
@@ -134,7 +135,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		// objects from the apiserver unless told otherwise: 9 GETs per MyProxy while a fleet
 		// converged. Their informers exist anyway (the reconcilers watch them).
 		Client:   client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		NewCache: eventfilter.NewCache(eventFilters(ws), releaseObjectFilter(ws)),
+		NewCache: eventfilter.NewCache(eventFilters(ws), releaseObjectFilter(ws, own)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -152,6 +153,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		MaxReleaseHistory:       o.MaxReleaseHistory,
 		ChartRolloutRate:        o.ChartRolloutRate,
 		Unlock:                  writer,
+		Own:                     own,
 	}, namespaces)
 	if err != nil {
 		return nil, err
@@ -250,9 +252,10 @@ func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Fi
 }
 
 // releaseObjectFilter applies to the kinds a release renders (every kind without a filter of
-// its own): their deletes reach the reconciler only when they are drift of a deployed release,
-// and their updates only when they change more than the cluster's own bookkeeping.
-func releaseObjectFilter(ws []watches.Watch) func(client.Reader) eventfilter.Filter {
+// its own): their deletes reach the reconciler unless the operator's own Helm actions made them
+// (eventfilter.ReleaseObjectDeletes), and their updates only when they change more than the
+// cluster's own bookkeeping.
+func releaseObjectFilter(ws []watches.Watch, own *ownwrites.Registry) func(client.Reader) eventfilter.Filter {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, w := range ws {
 		kinds[w.GroupVersionKind] = true
@@ -260,7 +263,7 @@ func releaseObjectFilter(ws []watches.Watch) func(client.Reader) eventfilter.Fil
 	return func(reader client.Reader) eventfilter.Filter {
 		return eventfilter.Filter{
 			Update: eventfilter.IgnoreBookkeepingUpdates,
-			Delete: status.DeletedFromDeployedRelease(reader, kinds),
+			Delete: eventfilter.ReleaseObjectDeletes(reader, kinds, own),
 		}
 	}
 }

@@ -23,11 +23,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/ownwrites"
 )
 
-// Driver is a storage driver mapper for helm-operator-plugins' action config getter.
-func Driver() helmclient.ObjectToStorageDriverMapper {
+// Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns
+// every record written or deleted through it.
+func Driver(own *ownwrites.Registry) helmclient.ObjectToStorageDriverMapper {
 	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
@@ -36,27 +41,44 @@ func Driver() helmclient.ObjectToStorageDriverMapper {
 		owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 		secrets := helmclient.NewOwnerRefSecretClient(cs.Secrets(obj.GetNamespace()),
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
-		return newPooledSecrets(Versioned(OwnedBy(secrets, obj.GetUID()))), nil
+		versioned := Versioned(OwnedBy(secrets, obj.GetUID())).(*versioned)
+		versioned.namespace, versioned.own = obj.GetNamespace(), own
+		return newPooledSecrets(versioned), nil
 	}
 }
 
-// Versioned wraps a Secrets client so that updates carry the resourceVersion last seen through
-// it (by a get, list, create or update) for that Secret.
+// Versioned wraps a Secrets client so that updates and deletes carry the resourceVersion (and
+// deletes the UID) last seen through it (by a get, list, create or update) for that Secret.
 func Versioned(next corev1client.SecretInterface) corev1client.SecretInterface {
-	return &versioned{SecretInterface: next, seen: map[string]string{}}
+	return &versioned{SecretInterface: next, seen: map[string]seenAs{}}
 }
 
 type versioned struct {
 	corev1client.SecretInterface
-	mu   sync.Mutex
-	seen map[string]string // Secret name -> resourceVersion
+	namespace string
+	own       *ownwrites.Registry // nil: no one to tell
+	mu        sync.Mutex
+	seen      map[string]seenAs // Secret name -> how it was last seen
+}
+
+type seenAs struct {
+	uid             types.UID
+	resourceVersion string
 }
 
 func (v *versioned) remember(secrets ...corev1.Secret) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, s := range secrets {
-		v.seen[s.Name] = s.ResourceVersion
+		v.seen[s.Name] = seenAs{uid: s.UID, resourceVersion: s.ResourceVersion}
+	}
+}
+
+// wrote remembers a record this process wrote, and tells the registry.
+func (v *versioned) wrote(s *corev1.Secret) {
+	v.remember(*s)
+	if v.own != nil {
+		v.own.Wrote(types.NamespacedName{Namespace: v.namespace, Name: s.Name}, s.ResourceVersion)
 	}
 }
 
@@ -79,27 +101,39 @@ func (v *versioned) List(ctx context.Context, opts metav1.ListOptions) (*corev1.
 func (v *versioned) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
 	out, err := v.SecretInterface.Create(ctx, s, opts)
 	if err == nil {
-		v.remember(*out)
+		v.wrote(out)
 	}
 	return out, err
 }
 
 func (v *versioned) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
 	v.mu.Lock()
-	rv, ok := v.seen[s.Name]
+	seen, ok := v.seen[s.Name]
 	v.mu.Unlock()
 	if ok && s.ResourceVersion == "" {
 		s = s.DeepCopy()
-		s.ResourceVersion = rv
+		s.ResourceVersion = seen.resourceVersion
 	}
 	out, err := v.SecretInterface.Update(ctx, s, opts)
 	if err == nil {
-		v.remember(*out)
+		v.wrote(out)
 	}
 	return out, err
 }
 
+// Delete deletes the record only as it was last seen: a record that changed since (written by
+// another process, or restored) is not deleted on stale knowledge; the action fails with a
+// conflict and the next reconcile reads afresh.
 func (v *versioned) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	v.mu.Lock()
+	seen, ok := v.seen[name]
+	v.mu.Unlock()
+	if ok && opts.Preconditions == nil {
+		opts.Preconditions = &metav1.Preconditions{UID: &seen.uid, ResourceVersion: &seen.resourceVersion}
+	}
+	if v.own != nil {
+		v.own.Deleting(ownwrites.Key{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: types.NamespacedName{Namespace: v.namespace, Name: name}})
+	}
 	err := v.SecretInterface.Delete(ctx, name, opts)
 	if err == nil {
 		v.mu.Lock()

@@ -3,13 +3,7 @@ package status
 import (
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
 )
@@ -66,45 +60,6 @@ func TestChangedBeyondOwnPart(t *testing.T) {
 		}
 		if old.GetResourceVersion() != "1" {
 			t.Fatalf("%s: the filter modified its input", c.name)
-		}
-	}
-}
-
-func TestDeletedFromDeployedRelease(t *testing.T) {
-	gvk := schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
-	owner := func(name, deployedStatus string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{
-			"conditions": []any{map[string]any{"type": "Deployed", "status": deployedStatus}}}}}
-		u.SetGroupVersionKind(gvk)
-		u.SetNamespace("team")
-		u.SetName(name)
-		u.SetUID(types.UID(name))
-		return u
-	}
-	reader := fake.NewClientBuilder().WithObjects(owner("deployed", "True"), owner("failing", "False")).Build()
-	controlledBy := func(ownerName string) *corev1.Service {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc", Namespace: "team"}}
-		if ownerName != "" {
-			ref := metav1.NewControllerRef(owner(ownerName, ""), gvk)
-			svc.OwnerReferences = []metav1.OwnerReference{*ref}
-		}
-		return svc
-	}
-	pass := DeletedFromDeployedRelease(reader, map[schema.GroupVersionKind]bool{gvk: true})
-	cases := []struct {
-		name string
-		obj  any
-		want bool
-	}{
-		{"drift of a deployed release", controlledBy("deployed"), true},
-		{"rollback of a failing install", controlledBy("failing"), false},
-		{"owner already gone", controlledBy("gone"), false},
-		{"not controlled by a MyProxy", controlledBy(""), true},
-		{"tombstone of a deployed release's object", toolscache.DeletedFinalStateUnknown{Obj: controlledBy("deployed")}, true},
-	}
-	for _, c := range cases {
-		if got := pass(c.obj); got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 	}
 }

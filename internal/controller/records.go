@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/example/myproxy-operator/internal/ownwrites"
+)
+
+// Labels Helm's Secret storage driver puts on every release record.
+const (
+	recordOwnerLabel = "owner"
+	recordOwnerHelm  = "helm"
+	recordNameLabel  = "name"
+)
+
+// newRecordCache returns a cache, started by the manager, of the metadata of Helm release
+// records (Secrets labelled owner=helm) in the watched namespaces: names, labels and owner
+// references, not their content.
+func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
+	records := labels.SelectorFromSet(labels.Set{recordOwnerLabel: recordOwnerHelm})
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: namespaces, DefaultLabelSelector: records,
+		DefaultTransform: recordIdentity,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// recordIdentity keeps what the record watch reads: which record, its labels and its owner.
+func recordIdentity(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+			ResourceVersion: m.ResourceVersion, Labels: m.Labels, OwnerReferences: m.OwnerReferences}
+	}
+	return obj, nil
+}
+
+// watchReleaseRecords reconciles a custom resource when one of its release records is created,
+// changed or deleted by anyone but this operator (own): a deleted record of a deployed release
+// is then installed again over its objects (Helm adopts them), a hand-edited or corrupted one
+// is reported in the Irreconcilable condition, a revision made by hand with `helm upgrade` is
+// set back at once. The operator's own record writes wake nothing.
+func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *ownwrites.Registry) reconciler.ControllerSetupFunc {
+	return func(ctrl reconciler.ControllerSetup) error {
+		record := &metav1.PartialObjectMetadata{}
+		record.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		return ctrl.Watch(source.Kind(records, client.Object(record), recordHandler{gvk: gvk, own: own}))
+	}
+}
+
+type recordHandler struct {
+	gvk schema.GroupVersionKind
+	own *ownwrites.Registry
+}
+
+type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (h recordHandler) Create(_ context.Context, e event.CreateEvent, q requestQueue) {
+	// The initial list brings every record once at start, when every resource is reconciled anyway.
+	if !e.IsInInitialList && !h.own.OwnWrite(client.ObjectKeyFromObject(e.Object), e.Object.GetResourceVersion()) {
+		h.enqueueOwner(e.Object, q)
+	}
+}
+
+func (h recordHandler) Update(_ context.Context, e event.UpdateEvent, q requestQueue) {
+	if !h.own.OwnWrite(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew.GetResourceVersion()) {
+		h.enqueueOwner(e.ObjectNew, q)
+	}
+}
+
+func (h recordHandler) Delete(_ context.Context, e event.DeleteEvent, q requestQueue) {
+	key := ownwrites.Key{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: client.ObjectKeyFromObject(e.Object)}
+	if !h.own.OwnDelete(key) {
+		h.enqueueOwner(e.Object, q)
+	}
+}
+
+func (h recordHandler) Generic(context.Context, event.GenericEvent, requestQueue) {}
+
+// enqueueOwner queues the custom resource of this kind that a record belongs to: its controller
+// (the plugins set one on every record they write), or for a record made by hand with the Helm
+// CLI, which has none, the resource named as the release.
+func (h recordHandler) enqueueOwner(record client.Object, q requestQueue) {
+	name := record.GetLabels()[recordNameLabel]
+	if ref := metav1.GetControllerOf(record); ref != nil {
+		if schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind) != h.gvk {
+			return
+		}
+		name = ref.Name
+	}
+	if name != "" {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: record.GetNamespace(), Name: name}})
+	}
+}
+
+var _ handler.EventHandler = recordHandler{}

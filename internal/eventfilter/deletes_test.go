@@ -1,0 +1,65 @@
+package eventfilter
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/example/myproxy-operator/internal/ownwrites"
+)
+
+func TestReleaseObjectDeletes(t *testing.T) {
+	gvk := schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
+	owner := func(name string, deleting bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{}}
+		u.SetGroupVersionKind(gvk)
+		u.SetNamespace("team")
+		u.SetName(name)
+		u.SetUID(types.UID(name))
+		if deleting {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+			u.SetFinalizers([]string{"uninstall-helm-release"})
+		}
+		return u
+	}
+	reader := fake.NewClientBuilder().WithObjects(owner("live", false), owner("deleting", true)).Build()
+	service := func(name, ownerName string) *unstructured.Unstructured {
+		svc := &unstructured.Unstructured{Object: map[string]any{}}
+		svc.SetAPIVersion("v1")
+		svc.SetKind("Service")
+		svc.SetNamespace("team")
+		svc.SetName(name)
+		if ownerName != "" {
+			svc.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(owner(ownerName, false), gvk)})
+		}
+		return svc
+	}
+	own := ownwrites.New()
+	for _, name := range []string{"helm-deleted", "helm-deleted-uninstalling", "helm-deleted-orphan"} {
+		own.Deleting(ownwrites.Key{GroupKind: schema.GroupKind{Kind: "Service"}, NamespacedName: types.NamespacedName{Namespace: "team", Name: name}})
+	}
+	pass := ReleaseObjectDeletes(reader, map[schema.GroupVersionKind]bool{gvk: true}, own)
+	cases := []struct {
+		name string
+		obj  any
+		want bool
+	}{
+		{"deleted by someone else: drift, whatever the release's state", service("svc", "live"), true},
+		{"deleted by Helm (a failing install's rollback)", service("helm-deleted", "live"), false},
+		{"deleted by Helm while its owner is being deleted (uninstall-wait)", service("helm-deleted-uninstalling", "deleting"), true},
+		{"deleted by Helm, owner gone", service("helm-deleted-orphan", "gone"), false},
+		{"not controlled by a watched kind", service("svc", ""), true},
+		{"tombstone of drift", toolscache.DeletedFinalStateUnknown{Obj: service("svc", "live")}, true},
+	}
+	for _, c := range cases {
+		if got := pass(c.obj); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package ownwrites
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestDeletesAreConsumedAndExpire(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := New()
+	r.now = func() time.Time { return now }
+	cm := Key{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: types.NamespacedName{Namespace: "n", Name: "a"}}
+	if r.OwnDelete(cm) {
+		t.Fatal("an object never deleted is not an own delete")
+	}
+	r.Deleting(cm)
+	if !r.OwnDelete(cm) || !r.OwnDelete(cm) {
+		t.Error("own delete not recognised (by every handler that asks)")
+	}
+	r.Created(cm)
+	if r.OwnDelete(cm) {
+		t.Error("a delete after the object was created again is someone else's")
+	}
+	r.Deleting(cm)
+	now = now.Add(2 * ttl)
+	r.Deleting(Key{GroupKind: schema.GroupKind{Kind: "Service"}, NamespacedName: cm.NamespacedName})
+	if r.OwnDelete(cm) || r.Len() != 1 {
+		t.Errorf("an entry whose event never came must expire (len %d)", r.Len())
+	}
+}
+
+func TestWrites(t *testing.T) {
+	r := New()
+	rec := types.NamespacedName{Namespace: "n", Name: "sh.helm.release.v1.a.v1"}
+	r.Wrote(rec, "10")
+	if !r.OwnWrite(rec, "10") || r.OwnWrite(rec, "11") {
+		t.Error("only the resourceVersion written is own")
+	}
+}
