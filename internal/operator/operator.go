@@ -28,12 +28,12 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/controller"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/metricsauth"
 	"github.com/example/myproxy-operator/internal/options"
+	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 

@@ -31,7 +31,8 @@ type Registry struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	deletes map[Key]time.Time
-	writes  map[types.NamespacedName]written // release records: the last resourceVersion written
+	writes  map[types.NamespacedName][]written // release records: the resourceVersions recently written
+	writing map[types.NamespacedName]int       // release records: writes sent and not yet answered
 	pruned  time.Time
 }
 
@@ -42,7 +43,8 @@ type written struct {
 
 // New returns an empty registry.
 func New() *Registry {
-	return &Registry{now: time.Now, deletes: map[Key]time.Time{}, writes: map[types.NamespacedName]written{}}
+	return &Registry{now: time.Now, deletes: map[Key]time.Time{}, writes: map[types.NamespacedName][]written{},
+		writing: map[types.NamespacedName]int{}}
 }
 
 // Deleting records that this process is about to delete an object.
@@ -68,27 +70,63 @@ func (r *Registry) Created(k Key) {
 	delete(r.deletes, k)
 }
 
-// Wrote records that this process wrote a record, which now has the resourceVersion.
+// maxWrites bounds the resourceVersions kept per record: an action writes a record a few times
+// in a row (pending, then its outcome), faster than the events of those writes arrive.
+const maxWrites = 8
+
+// Writing records that this process is sending a write of a record; Wrote must follow. The
+// watch event of a write may arrive before its response: until then, any event of the record
+// is taken as this write's.
+func (r *Registry) Writing(name types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writing[name]++
+}
+
+// Wrote records the answer to a write announced by Writing: the record's resourceVersion now,
+// or "" when the write failed.
 func (r *Registry) Wrote(name types.NamespacedName, resourceVersion string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.writing[name]--; r.writing[name] <= 0 {
+		delete(r.writing, name)
+	}
+	if resourceVersion == "" {
+		return
+	}
 	r.pruneLocked()
-	r.writes[name] = written{resourceVersion: resourceVersion, at: r.now()}
+	ws := append(r.writes[name], written{resourceVersion: resourceVersion, at: r.now()})
+	if len(ws) > maxWrites {
+		ws = ws[len(ws)-maxWrites:]
+	}
+	r.writes[name] = ws
 }
 
-// OwnWrite reports whether a record at this resourceVersion is this process's write.
+// OwnWrite reports whether a record at this resourceVersion is one of this process's writes
+// (or may be: a write of it is on the wire).
 func (r *Registry) OwnWrite(name types.NamespacedName, resourceVersion string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w, ok := r.writes[name]
-	return ok && w.resourceVersion == resourceVersion
+	if r.writing[name] > 0 {
+		return true
+	}
+	for _, w := range r.writes[name] {
+		if w.resourceVersion == resourceVersion {
+			return true
+		}
+	}
+	return false
 }
 
 // Len returns the number of entries held.
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.deletes) + len(r.writes)
+	n := len(r.deletes) + len(r.writing)
+	for _, ws := range r.writes {
+		n += len(ws)
+	}
+	return n
 }
 
 func (r *Registry) pruneLocked() {
@@ -102,8 +140,8 @@ func (r *Registry) pruneLocked() {
 			delete(r.deletes, k)
 		}
 	}
-	for k, w := range r.writes {
-		if now.Sub(w.at) > ttl {
+	for k, ws := range r.writes {
+		if now.Sub(ws[len(ws)-1].at) > ttl {
 			delete(r.writes, k)
 		}
 	}

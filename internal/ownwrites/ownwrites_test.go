@@ -35,8 +35,26 @@ func TestDeletesAreConsumedAndExpire(t *testing.T) {
 func TestWrites(t *testing.T) {
 	r := New()
 	rec := types.NamespacedName{Namespace: "n", Name: "sh.helm.release.v1.a.v1"}
+	r.Writing(rec)
+	if !r.OwnWrite(rec, "10") {
+		t.Error("an event arriving before the write's answer is the write's")
+	}
 	r.Wrote(rec, "10")
-	if !r.OwnWrite(rec, "10") || r.OwnWrite(rec, "11") {
-		t.Error("only the resourceVersion written is own")
+	r.Writing(rec)
+	r.Wrote(rec, "12")
+	r.Writing(rec)
+	r.Wrote(rec, "") // failed
+	if !r.OwnWrite(rec, "10") || !r.OwnWrite(rec, "12") || r.OwnWrite(rec, "11") {
+		t.Error("exactly the resourceVersions written are own, the earlier ones too (their events come later)")
+	}
+}
+
+func TestEmptyAgain(t *testing.T) {
+	r := New()
+	rec := types.NamespacedName{Namespace: "n", Name: "r"}
+	r.Writing(rec)
+	r.Wrote(rec, "")
+	if r.Len() != 0 || r.OwnWrite(rec, "1") {
+		t.Errorf("a failed write leaves %d entries", r.Len())
 	}
 }

@@ -50,4 +50,3 @@ func TestAResourceSeesOnlyItsOwnRecords(t *testing.T) {
 		t.Errorf("the owner must see its record: %v", err)
 	}
 }
-

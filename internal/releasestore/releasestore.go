@@ -21,10 +21,10 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/ownwrites"
@@ -74,11 +74,25 @@ func (v *versioned) remember(secrets ...corev1.Secret) {
 	}
 }
 
-// wrote remembers a record this process wrote, and tells the registry.
-func (v *versioned) wrote(s *corev1.Secret) {
-	v.remember(*s)
-	if v.own != nil {
-		v.own.Wrote(types.NamespacedName{Namespace: v.namespace, Name: s.Name}, s.ResourceVersion)
+// writing tells the registry a write of the record is being sent; done must follow with its
+// outcome (nil on failure).
+func (v *versioned) writing(name string) (done func(*corev1.Secret)) {
+	if v.own == nil {
+		return func(s *corev1.Secret) {
+			if s != nil {
+				v.remember(*s)
+			}
+		}
+	}
+	key := types.NamespacedName{Namespace: v.namespace, Name: name}
+	v.own.Writing(key)
+	return func(s *corev1.Secret) {
+		rv := ""
+		if s != nil {
+			v.remember(*s)
+			rv = s.ResourceVersion
+		}
+		v.own.Wrote(key, rv)
 	}
 }
 
@@ -99,9 +113,12 @@ func (v *versioned) List(ctx context.Context, opts metav1.ListOptions) (*corev1.
 }
 
 func (v *versioned) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
+	done := v.writing(s.Name)
 	out, err := v.SecretInterface.Create(ctx, s, opts)
-	if err == nil {
-		v.wrote(out)
+	if err != nil {
+		done(nil)
+	} else {
+		done(out)
 	}
 	return out, err
 }
@@ -114,9 +131,12 @@ func (v *versioned) Update(ctx context.Context, s *corev1.Secret, opts metav1.Up
 		s = s.DeepCopy()
 		s.ResourceVersion = seen.resourceVersion
 	}
+	done := v.writing(s.Name)
 	out, err := v.SecretInterface.Update(ctx, s, opts)
-	if err == nil {
-		v.wrote(out)
+	if err != nil {
+		done(nil)
+	} else {
+		done(out)
 	}
 	return out, err
 }

@@ -143,7 +143,7 @@ func TestKillDuringChanges(t *testing.T) {
 
 type chaosCounts struct {
 	cycles, proxies, kills, unlocked, stuck, twice, leftRecords, leftObjects int
-	converged                                                               time.Duration
+	converged                                                                time.Duration
 }
 
 func envInt(name string, def int) int {

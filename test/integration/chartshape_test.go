@@ -46,30 +46,17 @@ spec:
 // second Deployment added; kind.yaml is unchanged.
 func reshapedChart(t *testing.T) string {
 	t.Helper()
-	from := filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy")
-	dir := filepath.Join(t.TempDir(), "myproxy")
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if rel == filepath.Join("templates", "deployment.yaml") {
-			renamed := strings.Replace(string(raw), `name: {{ include "myproxy.fullname" . }}`, `name: {{ include "myproxy.fullname" . }}-proxy`, 1)
-			if renamed == string(raw) {
-				t.Fatal("the proxy Deployment's name template changed: update this test")
-			}
-			raw = []byte(renamed)
-		}
-		return os.WriteFile(filepath.Join(dir, rel), raw, 0o644)
-	})
+	dir := copiedChart(t)
+	path := filepath.Join(dir, "templates", "deployment.yaml")
+	raw, err := os.ReadFile(path)
 	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := strings.Replace(string(raw), `name: {{ include "myproxy.fullname" . }}`, `name: {{ include "myproxy.fullname" . }}-proxy`, 1)
+	if renamed == string(raw) {
+		t.Fatal("the proxy Deployment's name template changed: update this test")
+	}
+	if err := os.WriteFile(path, []byte(renamed), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "templates", "exporter.yaml"), []byte(exporterTemplate), 0o644); err != nil {

@@ -31,6 +31,7 @@ func TestLeaderElectionHandover(t *testing.T) {
 	ns := harness.Namespace(t, c, nil)
 	leaseID := "myproxy-" + ns
 	args := leaderElectionArgs(ns, leaseID)
+	history := watchLease(t, ns, leaseID)
 	ops := []*harness.Operator{startOperatorWith(t, args...), startOperatorWith(t, args...)}
 
 	leader := func() int {
@@ -51,17 +52,24 @@ func TestLeaderElectionHandover(t *testing.T) {
 		t.Error("the replica that is not the leader reconciled")
 	}
 
-	// The leader dies without releasing its Lease.
+	// The leader dies without releasing its Lease: the other replica takes it over once it
+	// expired, as the Lease's own history shows.
+	firstHolder := currentHolder(t, c, ns, leaseID)
 	ops[first].Kill()
-	killed := time.Now()
-	harness.Eventually(t, 2*lease+5*time.Second, "the other replica takes over", func(context.Context) (bool, string) {
+	harness.Eventually(t, timeout, "the other replica takes over", func(context.Context) (bool, string) {
 		return acquired(ops[1-first]), "still waiting for the Lease"
 	})
-	handover := time.Since(killed)
-	t.Logf("handover %s after the leader died (lease %s)", handover.Round(time.Millisecond), lease)
-	if handover > lease+2*time.Second {
-		t.Errorf("handover took %s, more than the lease duration %s (+2s)", handover, lease)
+	last, next, released, ok := history.handover(firstHolder)
+	switch {
+	case !ok:
+		t.Errorf("the Lease's history shows no handover from %s", firstHolder)
+	case released:
+		t.Error("a killed leader released its Lease")
+	case next.acquire.Before(last.renew.Add(time.Duration(last.durationSeconds) * time.Second)):
+		t.Errorf("the new leader acquired the Lease at %s, before the dead one's expired (renewed %s, %ds)",
+			next.acquire, last.renew, last.durationSeconds)
 	}
+	t.Logf("handover: last renewal %s, taken over %s", last.renew.Format(time.StampMilli), next.acquire.Format(time.StampMilli))
 	var l coordinationv1.Lease
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseID}, &l); err != nil {
 		t.Errorf("the Lease lives in the operator's namespace: %v", err)
@@ -82,19 +90,33 @@ func TestLeaderElectionHandover(t *testing.T) {
 		}
 	}
 
-	// SIGTERM releases the Lease: a waiting replica takes over at once, not after the lease.
+	// SIGTERM releases the Lease: the standby takes it over from the release (an empty holder
+	// written by the stopping leader), before it would have expired.
 	standby := startOperatorWith(t, args...)
-	time.Sleep(time.Second) // let it start waiting for the Lease
-	stopped := time.Now()
+	secondHolder := currentHolder(t, c, ns, leaseID)
 	ops[1-first].Stop(t)
-	harness.Eventually(t, lease, "the standby takes over after SIGTERM", func(context.Context) (bool, string) {
+	harness.Eventually(t, timeout, "the standby takes over after SIGTERM", func(context.Context) (bool, string) {
 		return acquired(standby), "still waiting for the Lease"
 	})
-	t.Logf("handover %s after SIGTERM", time.Since(stopped).Round(time.Millisecond))
-	// Without the release the standby waits at least lease - retry period (3.5 s) after the last renewal.
-	if took := time.Since(stopped); took > lease*3/4 {
-		t.Errorf("handover after SIGTERM took %s: the Lease was not released", took)
+	last, next, released, ok = history.handover(secondHolder)
+	switch {
+	case !ok:
+		t.Errorf("the Lease's history shows no handover from %s", secondHolder)
+	case !released:
+		t.Error("the Lease was not released on SIGTERM: the standby waited for it to expire")
+	case !next.acquire.Before(last.renew.Add(lease)):
+		t.Errorf("the standby acquired the Lease at %s, not before it would have expired (renewed %s)", next.acquire, last.renew)
 	}
+}
+
+// currentHolder returns the Lease's holder.
+func currentHolder(t *testing.T, c client.Client, ns, name string) string {
+	t.Helper()
+	var l coordinationv1.Lease
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &l); err != nil || l.Spec.HolderIdentity == nil {
+		t.Fatalf("Lease %s: %v", name, err)
+	}
+	return *l.Spec.HolderIdentity
 }
 
 // lease is the leader election Lease duration of the leader tests (3 s renew deadline).
