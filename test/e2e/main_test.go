@@ -37,7 +37,8 @@ func run(m *testing.M) int {
 	clusterSh := filepath.Join(root, "hack", "cluster", "cluster.sh")
 	cluster = func(verb string) error {
 		cmd := exec.Command(clusterSh, verb)
-		cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir, "CLUSTER_PORT_BASE=21600")
+		// The audit log lets TestRBACIsWhatTheOperatorUses see every request the operator makes.
+		cmd.Env = append(os.Environ(), "CLUSTER_DIR="+dir, "CLUSTER_PORT_BASE=21600", "CLUSTER_AUDIT=1")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()
 	}

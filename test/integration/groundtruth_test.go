@@ -233,9 +233,6 @@ func watchLease(t *testing.T, ns, name string) *leaseHistory {
 		if l.Spec.RenewTime != nil {
 			s.renew = l.Spec.RenewTime.Time
 		}
-		if l.Spec.LeaseDurationSeconds != nil {
-			s.durationSeconds = *l.Spec.LeaseDurationSeconds
-		}
 		if l.Name == name {
 			h.mu.Lock()
 			h.states = append(h.states, s)

@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/test/certs"
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// permission is one verb on one resource (with its subresource) of an API group.
+type permission struct{ group, resource, verb string }
+
+func (p permission) String() string {
+	return fmt.Sprintf("%s %s (group %q)", p.verb, p.resource, p.group)
+}
+
+// notRequested are permissions the operator needs that no request of its own exercises:
+// the apiserver checks them while admitting another request.
+var notRequested = map[permission]string{
+	{"gateway.example.com", "myproxies/finalizers", "update"}: "the OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift) " +
+		"requires it to set blockOwnerDeletion in the owner references of release objects",
+}
+
+// The deployed RBAC is derived from observation: the operator runs as its deployed
+// ServiceAccount through every path (install, upgrade, forced upgrade, failing upgrade with
+// repeated Events, TLS with the Secret check and lookup, secure metrics, leader election,
+// uninstall, shutdown), the apiserver's audit log records every request it makes, and the
+// verbs used per resource must be exactly those granted: none refused, none granted unused.
+func TestRBACIsWhatTheOperatorUses(t *testing.T) {
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	harness.Run(t, env, "make", "deploy", "IMG=registry.example.com/myproxy-operator:e2e")
+	t.Cleanup(func() { _, _ = harness.RunErr(env, "make", "undeploy") })
+	kubectl(t, "wait", "-n", systemNamespace, "--for=condition=Available", "deployment/myproxy-operator-controller-manager", "--timeout=120s")
+	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
+	ctx := context.Background()
+	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+
+	// A scraper allowed to read the metrics.
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-scraper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "myproxy-operator-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: ns}}}
+	if err := c.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), binding) })
+
+	from := time.Now()
+	addr := harness.FreeAddr(t)
+	op := harness.StartOperator(t, operatorBin, impersonating(t), []string{
+		"--watches-file=" + filepath.Join(harness.RepoRoot(), "watches.yaml"),
+		"--leader-elect", "--leader-election-namespace=" + systemNamespace,
+		"--metrics-bind-address=" + addr, "--metrics-secure",
+	})
+
+	// TLS: the Secret check reads the Secret, the chart looks it up.
+	pair := certs.Valid(t, "audited")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "audited-tls", Namespace: ns}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": pair.Cert, "tls.key": pair.Key}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	mp := harness.MyProxy(ns, "audited", map[string]any{"tls": map[string]any{"secretName": "audited-tls"}})
+	if err := c.Create(ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/audited", "--timeout=120s")
+
+	// Upgrade, then a forced one (Helm replaces the objects instead of patching them).
+	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	waitJSONPath(t, ns, "deployment/audited", "{.spec.replicas}", "2")
+	kubectl(t, "annotate", "-n", ns, "myproxy/audited", "helm.sdk.operatorframework.io/upgrade-force=true")
+	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+	waitJSONPath(t, ns, "deployment/audited", "{.spec.replicas}", "3")
+	kubectl(t, "annotate", "-n", ns, "myproxy/audited", "helm.sdk.operatorframework.io/upgrade-force-")
+
+	// A failing upgrade, retried until its Event repeats (the recorder patches the Event).
+	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=merge", "-p",
+		`{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}}}`)
+	harness.Eventually(t, 120*time.Second, "a repeated UpgradeFailed Event", func(context.Context) (bool, string) {
+		out := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=audited,reason=UpgradeFailed",
+			"-o", "jsonpath={.items[*].count}")
+		for _, f := range strings.Fields(out) {
+			if n, _ := strconv.Atoi(f); n >= 2 {
+				return true, ""
+			}
+		}
+		return false, "counts " + out
+	})
+	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=json", "-p", `[{"op":"remove","path":"/spec/affinity"}]`)
+	kubectl(t, "wait", "-n", ns, "--for=condition=Irreconcilable=False", "myproxy/audited", "--timeout=120s")
+
+	// Secure metrics: the operator asks the apiserver to authenticate and authorise the scraper.
+	token := strings.TrimSpace(kubectl(t, "create", "token", "scraper", "-n", ns))
+	scraper := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed serving certificate
+	harness.Eventually(t, 60*time.Second, "metrics for the scraper", func(context.Context) (bool, string) {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := scraper.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+
+	// Uninstall, then shutdown (the Lease is released).
+	kubectl(t, "delete", "-n", ns, "myproxy/audited", "--timeout=120s")
+	op.Stop(t)
+
+	sa := "system:serviceaccount:" + systemNamespace + ":" + managerSA
+	used, refused := auditedPermissions(t, filepath.Join(clusterDir, "logs", "audit.log"), sa, from)
+	granted := grantedTo(t, systemNamespace, managerSA)
+	for _, p := range sortedPermissions(refused) {
+		t.Errorf("refused: %s", p)
+	}
+	for _, p := range sortedPermissions(used) {
+		if !granted[p] {
+			t.Errorf("used but not granted: %s", p)
+		}
+	}
+	for _, p := range sortedPermissions(granted) {
+		if !used[p] {
+			if why, ok := notRequested[p]; ok {
+				t.Logf("granted, exercised by admission rather than a request: %s: %s", p, why)
+				continue
+			}
+			t.Errorf("granted but never used: %s", p)
+		}
+	}
+	t.Logf("%d permissions used, %d granted", len(used), len(granted))
+}
+
+func waitJSONPath(t *testing.T, ns, obj, path, want string) {
+	t.Helper()
+	harness.Eventually(t, 120*time.Second, obj+" "+path+"="+want, func(context.Context) (bool, string) {
+		got := kubectl(t, "get", "-n", ns, obj, "-o", "jsonpath="+path)
+		return got == want, got
+	})
+}
+
+// auditedPermissions reads the apiserver's audit log (JSON lines) for the requests user made
+// (itself or impersonated) since from: the permissions used, and those refused.
+func auditedPermissions(t *testing.T, path, user string, from time.Time) (used, refused map[permission]bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	used, refused = map[permission]bool{}, map[permission]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e struct {
+			Stage            string    `json:"stage"`
+			Verb             string    `json:"verb"`
+			RequestReceived  time.Time `json:"requestReceivedTimestamp"`
+			User             struct{ Username string }
+			ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
+			ObjectRef        *struct {
+				APIGroup    string `json:"apiGroup"`
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+			} `json:"objectRef"`
+			ResponseStatus *struct{ Code int } `json:"responseStatus"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		who := e.User.Username
+		if e.ImpersonatedUser != nil {
+			who = e.ImpersonatedUser.Username
+		}
+		if who != user || e.ObjectRef == nil || e.RequestReceived.Before(from) || e.Stage != "ResponseComplete" {
+			continue // discovery (no object) is every authenticated user's
+		}
+		resource := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
+		}
+		p := permission{group: e.ObjectRef.APIGroup, resource: resource, verb: e.Verb}
+		if e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusForbidden {
+			refused[p] = true
+			continue
+		}
+		used[p] = true
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(used) == 0 {
+		t.Fatalf("no request of %s in the audit log", user)
+	}
+	return used, refused
+}
+
+// grantedTo expands the rules of every role that config/default binds to the ServiceAccount.
+func grantedTo(t *testing.T, namespace, sa string) map[permission]bool {
+	t.Helper()
+	objs := map[string]unstructured.Unstructured{}
+	var bindings []unstructured.Unstructured
+	out := harness.Run(t, nil, harness.Tool(t, "KUSTOMIZE", "kustomize"), "build", filepath.Join(harness.RepoRoot(), "config", "default"))
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var u unstructured.Unstructured
+		if err := yamlToObject(doc, &u.Object); err != nil || u.Object == nil {
+			continue
+		}
+		switch u.GetKind() {
+		case "Role", "ClusterRole":
+			objs[u.GetKind()+"/"+u.GetName()] = u
+		case "RoleBinding", "ClusterRoleBinding":
+			bindings = append(bindings, u)
+		}
+	}
+	granted := map[permission]bool{}
+	for _, b := range bindings {
+		var binding rbacv1.RoleBinding // ClusterRoleBinding has the same fields
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.Object, &binding); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(binding.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == namespace
+		}) {
+			continue
+		}
+		role, ok := objs[binding.RoleRef.Kind+"/"+binding.RoleRef.Name]
+		if !ok {
+			t.Fatalf("%s %s binds %s %s, which config/default lacks", b.GetKind(), b.GetName(), binding.RoleRef.Kind, binding.RoleRef.Name)
+		}
+		var r rbacv1.ClusterRole
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &r); err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range r.Rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					for _, v := range rule.Verbs {
+						granted[permission{group: g, resource: res, verb: v}] = true
+					}
+				}
+			}
+		}
+	}
+	return granted
+}
+
+func sortedPermissions(set map[permission]bool) []permission {
+	out := make([]permission, 0, len(set))
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+func yamlToObject(doc string, out *map[string]any) error { return yaml.Unmarshal([]byte(doc), out) }
