@@ -8,11 +8,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
-// Verbs, once each.
+// Verbs, once each: what the operator's requests use (an e2e test compares them with the
+// apiserver's audit log). list stays beside every watch: informers list first unless client-go's
+// watch-list protocol is on and served.
 var (
-	manage         = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-	customResource = []string{"get", "list", "watch", "patch", "update"}
-	statusVerbs    = []string{"get", "patch", "update"}
+	// What Helm does to the objects a chart renders: get, create, patch, update (a forced
+	// upgrade replaces), delete, and the informers of drift correction and status.
+	manage = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	// Release records: Helm reads, creates, updates and deletes them (never patches), lookups
+	// and Secret checks get them, and two metadata caches watch them.
+	releaseRecords = []string{"get", "list", "watch", "create", "update", "delete"}
+	// The custom resources are read from the cache; the reconciler updates them (finalizer).
+	customResource = []string{"list", "watch", "update"}
+	statusVerbs    = []string{"patch", "update"}
 	finalizerVerbs = []string{"update"}
 	eventVerbs     = []string{"create", "patch"}
 	metadataWatch  = []string{"list", "watch"}
@@ -44,8 +52,10 @@ func Role(kinds []Kind) []byte {
 			rendered[plural.Group+"/"+plural.Resource] = rule{group: plural.Group, resource: plural.Resource, verbs: manage}
 		}
 	}
-	// Secrets: Helm's release storage, whatever the charts render.
-	rendered["/secrets"] = rule{group: "", resource: "secrets", verbs: manage}
+	// Secrets: Helm's release storage, whatever the charts render (patched only when rendered).
+	if _, ok := rendered["/secrets"]; !ok {
+		rendered["/secrets"] = rule{group: "", resource: "secrets", verbs: releaseRecords}
+	}
 	keys := make([]string, 0, len(rendered))
 	for k := range rendered {
 		keys = append(keys, k)

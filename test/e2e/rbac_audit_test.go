@@ -90,8 +90,11 @@ func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/audited", "--timeout=120s")
 
 	// Upgrade, then a forced one (Helm replaces the objects instead of patching them).
-	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=merge", "-p", `{"spec":{"replicas":2}}`)
+	// Helm patches the objects that change: the Deployment, the Service and the nginx ConfigMap.
+	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=merge", "-p",
+		`{"spec":{"replicas":2,"service":{"port":8080},"routes":[{"path":"/","upstream":"http://web.default.svc:8080"}]}}`)
 	waitJSONPath(t, ns, "deployment/audited", "{.spec.replicas}", "2")
+	waitJSONPath(t, ns, "service/audited", "{.spec.ports[0].port}", "8080")
 	kubectl(t, "annotate", "-n", ns, "myproxy/audited", "helm.sdk.operatorframework.io/upgrade-force=true")
 	kubectl(t, "patch", "-n", ns, "myproxy/audited", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 	waitJSONPath(t, ns, "deployment/audited", "{.spec.replicas}", "3")
@@ -145,6 +148,11 @@ func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 	}
 	for _, p := range sortedPermissions(granted) {
 		if !used[p] {
+			if p.verb == "list" && used[permission{group: p.group, resource: p.resource, verb: "watch"}] {
+				// client-go's informers open with a watch-list stream where the apiserver serves
+				// one (as here), and list when it does not.
+				continue
+			}
 			if why, ok := notRequested[p]; ok {
 				t.Logf("granted, exercised by admission rather than a request: %s: %s", p, why)
 				continue
