@@ -71,10 +71,10 @@ test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest inte
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./...
 
 .PHONY: chaos
-chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000).
+chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000), a SOAK_N (10000) create/delete soak.
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_PROXIES=$${CHAOS_PROXIES:-20} CHAOS_REPORT=$(BIN)/chaos-report.md \
-	  FAILED_UPGRADES=$${FAILED_UPGRADES:-1000} go test -count=1 -timeout 45m -v \
-	  -run 'TestKillDuringChanges|TestRepeatedlyFailingUpgradeStaysBounded' ./test/integration/
+	  FAILED_UPGRADES=$${FAILED_UPGRADES:-1000} SOAK_N=$${SOAK_N:-10000} go test -count=1 -timeout 90m -v \
+	  -run 'TestKillDuringChanges|TestRepeatedlyFailingUpgradeStaysBounded|TestCreateDeleteSoakLeavesNoMemory' ./test/integration/
 	@echo "README table (also in $(BIN)/chaos-report.md):" && cat $(BIN)/chaos-report.md
 
 .PHONY: bench

@@ -58,6 +58,26 @@ type DigestOptions struct {
 	// DryRunOption is Helm's dry-run mode for the reconciler's "is an upgrade needed?" check
 	// (watches.yaml dryRunOption); empty keeps the reconciler's ("server").
 	DryRunOption string
+	// Memo holds what is remembered per custom resource; nil: a memo of its own.
+	Memo *Memo
+}
+
+// Memo is what Digested remembers per custom resource (the rendering its release is known to
+// be), shared by every reconcile of one kind. Uninstalls forget their resource; the owner of
+// the memo forgets a resource that went without one (Forget).
+type Memo struct {
+	charts sync.Map // *chart.Chart -> chartInfo
+	known  sync.Map // renderinputs.CR -> knownRendering
+}
+
+// Forget drops what is remembered of a custom resource.
+func (m *Memo) Forget(cr renderinputs.CR) { m.known.Delete(cr) }
+
+// Len returns the number of custom resources remembered.
+func (m *Memo) Len() int {
+	n := 0
+	m.known.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // Digested returns a getter whose action clients decide "is an upgrade needed?" from digests,
@@ -77,7 +97,10 @@ type DigestOptions struct {
 // operator upgrade) from one that a spec change brought. The former wait for Rollout, so that
 // a new chart rolls through a fleet at a bounded rate instead of restarting every proxy at once.
 func Digested(next helmclient.ActionClientGetter, o DigestOptions) helmclient.ActionClientGetter {
-	shared := &digestState{opts: o}
+	if o.Memo == nil {
+		o.Memo = &Memo{}
+	}
+	shared := &digestState{opts: o, Memo: o.Memo}
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 		ac, err := next.ActionClientFor(ctx, obj)
 		if err != nil {
@@ -96,9 +119,8 @@ func crOf(obj client.Object) renderinputs.CR {
 
 // digestState is shared by every reconcile of one kind.
 type digestState struct {
-	opts   DigestOptions
-	charts sync.Map // *chart.Chart -> chartInfo
-	known  sync.Map // renderinputs.CR -> knownRendering
+	opts DigestOptions
+	*Memo
 }
 
 // knownRendering: revision Version of the custom resource's release is what the inputs with

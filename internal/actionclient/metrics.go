@@ -74,6 +74,10 @@ func (m *Metrics) Observe(o Outcome) {
 	default:
 		return
 	}
+	m.recountLocked()
+}
+
+func (m *Metrics) recountLocked() {
 	counts := map[string]float64{}
 	for _, s := range m.states {
 		counts[s]++
@@ -82,6 +86,21 @@ func (m *Metrics) Observe(o Outcome) {
 	for s, n := range counts {
 		m.releases.WithLabelValues(s).Set(n)
 	}
+}
+
+// Forget drops a release whose resource went without an uninstall this process saw.
+func (m *Metrics) Forget(namespace, release string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.states, namespace+"/"+release)
+	m.recountLocked()
+}
+
+// Len returns the number of releases whose state is kept.
+func (m *Metrics) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.states)
 }
 
 // FailureReason classifies an error of a Helm action for the failures metric: the apiserver's

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -113,6 +114,13 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 	if d.ChartRolloutRate > 0 {
 		sh.rollout = rate.NewLimiter(rate.Limit(d.ChartRolloutRate), 1)
 	}
+	t, err := tracked()
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	t.track("lookup_followers", "", sh.lookups.Following)
+	t.track("release_states", "", metrics.Len)
+	t.track("own_writes", "", own.Len)
 	var kinds []capabilityReader
 	for _, w := range ws {
 		k, err := setupOne(mgr, w, d, sh)
@@ -151,6 +159,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	}
 	recorder := mgr.GetEventRecorderFor(name)
 	observed := status.NewObserved()
+	memo := &actionclient.Memo{}
 	var selector metav1.LabelSelector // empty: every resource of the kind
 	if w.Selector != nil {
 		selector = *w.Selector
@@ -169,7 +178,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption},
+			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo},
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithInstallAnnotations(annotations.Install...),
@@ -192,13 +201,35 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 	if err := r.SetupWithManager(mgr); err != nil {
 		return capabilityReader{}, err
 	}
-	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: w.GroupVersionKind, Observed: observed,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles}
+	gvk := w.GroupVersionKind
+	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Observed: observed,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles,
+		Gone: func(key types.NamespacedName) {
+			cr := renderinputs.CR{GVK: gvk, NamespacedName: key}
+			memo.Forget(cr)
+			sh.lookups.Forget(cr)
+			sh.metrics.Forget(key.Namespace, key.Name)
+		}}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
+		return capabilityReader{}, err
+	}
+	if err := trackMaps(gvk.String(), statusReconciler, memo); err != nil {
 		return capabilityReader{}, err
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
 	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
+}
+
+// trackMaps exports the sizes of one kind's in-memory maps.
+func trackMaps(kind string, st *status.Reconciler, memo *actionclient.Memo) error {
+	t, err := tracked()
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	t.track("status_generations", kind, func() int { g, _ := st.Remembered(); return g })
+	t.track("status_manifests", kind, func() int { _, m := st.Remembered(); return m })
+	t.track("release_digests", kind, memo.Len)
+	return nil
 }
 
 // actionClients returns the plugins' action client getter twice: failed upgrades roll back

@@ -118,10 +118,11 @@ func (r *Registry) OwnWrite(name types.NamespacedName, resourceVersion string) b
 	return false
 }
 
-// Len returns the number of entries held.
+// Len returns the number of entries held (expired ones are dropped first).
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.pruneLocked()
 	n := len(r.deletes) + len(r.writing)
 	for _, ws := range r.writes {
 		n += len(ws)

@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
@@ -21,14 +22,21 @@ const wakeDelay = time.Second
 // After a restart it fills again: the reconciler reconciles every resource on start.
 type Observed struct {
 	mu          sync.Mutex
-	generations map[types.UID]int64
+	generations map[types.NamespacedName]applied
 	events      chan event.TypedGenericEvent[*unstructured.Unstructured]
+}
+
+// applied is a generation applied to one incarnation (UID) of a resource: a resource deleted
+// and created again under its name starts afresh.
+type applied struct {
+	uid        types.UID
+	generation int64
 }
 
 // NewObserved returns an empty record.
 func NewObserved() *Observed {
 	return &Observed{
-		generations: map[types.UID]int64{},
+		generations: map[types.NamespacedName]applied{},
 		events:      make(chan event.TypedGenericEvent[*unstructured.Unstructured], 1024),
 	}
 }
@@ -36,9 +44,10 @@ func NewObserved() *Observed {
 // PostHook records the applied generation and wakes the status controller.
 func (o *Observed) PostHook() hook.PostHook {
 	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
+		key, now := client.ObjectKeyFromObject(obj), applied{uid: obj.GetUID(), generation: obj.GetGeneration()}
 		o.mu.Lock()
-		changed := o.generations[obj.GetUID()] != obj.GetGeneration()
-		o.generations[obj.GetUID()] = obj.GetGeneration()
+		changed := o.generations[key] != now
+		o.generations[key] = now
 		o.mu.Unlock()
 		if changed {
 			// Post hooks run just before the Helm reconciler writes its own status. Writing ours
@@ -58,16 +67,23 @@ func (o *Observed) PostHook() hook.PostHook {
 }
 
 // Generation returns the last applied generation of a resource, if any.
-func (o *Observed) Generation(uid types.UID) (int64, bool) {
+func (o *Observed) Generation(key types.NamespacedName, uid types.UID) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	g, ok := o.generations[uid]
-	return g, ok
+	a, ok := o.generations[key]
+	return a.generation, ok && a.uid == uid
 }
 
-// Forget drops a deleted resource.
-func (o *Observed) Forget(uid types.UID) {
+// Forget drops a resource that is being deleted or gone.
+func (o *Observed) Forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.generations, uid)
+	delete(o.generations, key)
+}
+
+// Len returns the number of resources remembered.
+func (o *Observed) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.generations)
 }

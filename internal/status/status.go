@@ -44,6 +44,9 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is the number of workers (at least 1): a converging fleet's
 	// status must not lag behind its Deployments.
 	MaxConcurrentReconciles int
+	// Gone is told of a resource found deleted, so that what other parts remember of it goes
+	// too (an uninstall forgets it already; a resource can also go without one).
+	Gone func(types.NamespacedName)
 
 	own        Own
 	objects    cache.Cache // the manager's cache, unfiltered
@@ -110,14 +113,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obj.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.manifests.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
+			if r.Gone != nil {
+				r.Gone(req.NamespacedName)
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if obj.GetDeletionTimestamp() != nil {
-		r.Observed.Forget(obj.GetUID())
-		r.manifests.forget(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	current, _, _ := unstructured.NestedMap(obj.Object, "status")
@@ -149,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	computed := Computed{Fields: evaluated.Fields,
 		Conditions: append([]chartapi.ConditionValue{Ready(isDeployed, objects)}, evaluated.Conditions...)}
-	if generation, ok := r.Observed.Generation(obj.GetUID()); ok {
+	if generation, ok := r.Observed.Generation(req.NamespacedName, obj.GetUID()); ok {
 		computed.ObservedGeneration = &generation
 	}
 	desired := Apply(current, r.own, computed, metav1.Now())
@@ -173,6 +178,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{Requeue: true}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.Observed.Forget(key)
+	r.manifests.forget(key)
+}
+
+// Remembered returns how many resources this controller remembers an applied generation of,
+// and a parsed manifest.
+func (r *Reconciler) Remembered() (generations, manifests int) {
+	return r.Observed.Len(), r.manifests.size()
 }
 
 // releaseObjects reads the objects of the deployed release, as its manifest names them, from the
