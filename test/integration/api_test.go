@@ -38,7 +38,7 @@ func TestStatusAndScale(t *testing.T) {
 	dep := waitDeployment(t, c, ns, "edge", "installed", func(*appsv1.Deployment) bool { return true })
 
 	wantSelector := metav1.FormatLabelSelector(dep.Spec.Selector)
-	harness.Eventually(t, 10*time.Second, "status fields", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, timeout, "status fields", func(ctx context.Context) (bool, string) {
 		mp, _ = harness.GetMyProxy(ctx, c, ns, "edge")
 		st, _, _ := unstructured.NestedMap(mp.Object, "status")
 		ok := st["url"] == fmt.Sprintf("http://edge.%s.svc:80", ns) && st["selector"] == wantSelector &&
@@ -54,7 +54,7 @@ func TestStatusAndScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	harness.Eventually(t, 5*time.Second, "readyReplicas and Available follow the Deployment", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, timeout, "readyReplicas and Available follow the Deployment", func(ctx context.Context) (bool, string) {
 		mp, _ = harness.GetMyProxy(ctx, c, ns, "edge")
 		ready, _, _ := unstructured.NestedInt64(mp.Object, "status", "readyReplicas")
 		s, _, _ := harness.Condition(mp, "Available")
@@ -75,7 +75,7 @@ func TestStatusAndScale(t *testing.T) {
 		// The scale subresource reports spec.replicas and the selector an HPA needs.
 		t.Errorf("scale subresource: %q (%v)", out, err)
 	}
-	harness.Eventually(t, 10*time.Second, "observedGeneration follows the scale", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, timeout, "observedGeneration follows the scale", func(ctx context.Context) (bool, string) {
 		mp, _ = harness.GetMyProxy(ctx, c, ns, "edge")
 		g, _, _ := unstructured.NestedInt64(mp.Object, "status", "observedGeneration")
 		return g == mp.GetGeneration(), fmt.Sprintf("observedGeneration=%d generation=%d", g, mp.GetGeneration())

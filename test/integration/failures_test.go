@@ -98,7 +98,7 @@ func TestInstallErrorThenFix(t *testing.T) {
 		t.Logf("%d install attempts in about 8 s", attempts)
 	}
 	// Each attempt writes a pending revision and removes it on rollback: none lingers.
-	harness.Eventually(t, 10*time.Second, "no release revision left by failed installs", func(ctx context.Context) (bool, string) {
+	harness.Eventually(t, timeout, "no release revision left by failed installs", func(ctx context.Context) (bool, string) {
 		secrets, err := releaseSecrets(ctx, c, ns, "broken")
 		return err == nil && len(secrets) == 0, fmt.Sprintf("%d revisions (err %v)", len(secrets), err)
 	})
