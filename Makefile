@@ -64,6 +64,7 @@ vet: ## Run go vet.
 .PHONY: lint
 lint: vet $(HELM) ## Run go vet and helm lint.
 	$(HELM) lint --strict helm-charts/myproxy
+	$(HELM) lint --strict examples/staticsite
 
 .PHONY: test
 test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest integration, control plane and end to end.
@@ -84,6 +85,16 @@ bench: build $(HELM_OPERATOR) cluster-build ## Benchmark against the stock helm-
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/...
+
+.PHONY: test-integration
+test-integration: tools olm-tools cluster-build ## Run the envtest integration tests and the chart and manifest checks.
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) \
+	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/integration/... ./test/manifests/... ./test/chart/... ./test/dataplane/...
+
+.PHONY: test-e2e
+test-e2e: tools cluster-build ## Run the end-to-end tests on a local cluster of their own (make deploy, kubectl, kwok Pods).
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) \
+	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/e2e/... ./test/cluster/...
 
 ##@ Build
 
