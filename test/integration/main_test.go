@@ -33,6 +33,9 @@ func run(m *testing.M) int {
 		CRDDirectoryPaths:     []string{filepath.Join(harness.RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	// envtest's default Service range (a /24) holds 254 Services; the soak keeps hundreds at once
+	// and envtest deletes no namespace, so the Services of earlier tests stay.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.0.0.0/16")
 	var err error
 	cfg, err = env.Start()
 	if err != nil {
