@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/example/myproxy-operator/test/harness"
 )
 
 var myProxy = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
@@ -123,7 +125,7 @@ func TestErrorsNameTheFileAndLine(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			copyChart(t, chartDir(), dir)
+			harness.CopyDir(t, chartDir(), dir)
 			if err := os.WriteFile(filepath.Join(dir, FileName), []byte(tc.decl), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -145,27 +147,6 @@ func TestErrorsNameTheFileAndLine(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
-	}
-}
-
-func copyChart(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o755)
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), raw, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -75,18 +75,7 @@ spec:
 // the other kind holds, and uninstall.
 func TestASecondKindThroughFilesAlone(t *testing.T) {
 	project := copyProject(t)
-	example := filepath.Join(harness.RepoRoot(), "examples", "staticsite")
-	err := filepath.WalkDir(example, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(example, path)
-		copyFile(t, path, filepath.Join(project, "helm-charts", "staticsite", rel))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "examples", "staticsite"), filepath.Join(project, "helm-charts", "staticsite"))
 	watches, err := os.OpenFile(filepath.Join(project, "watches.yaml"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -76,11 +76,16 @@ func record(t *testing.T, ns string) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startInformers(t, factory)
+	return r
+}
+
+// startInformers starts a factory's informers until the test ends, and waits for their caches.
+func startInformers(t *testing.T, factory informers.SharedInformerFactory) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	return r
 }
 
 // installedTwice counts the MyProxies for which a Deployment was created more than once.
@@ -245,10 +250,7 @@ func watchLease(t *testing.T, ns, name string) *leaseHistory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	factory.Start(stop)
-	factory.WaitForCacheSync(stop)
+	startInformers(t, factory)
 	return h
 }
 

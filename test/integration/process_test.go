@@ -110,24 +110,7 @@ func TestSIGTERMLetsAnInstallInFlightFinish(t *testing.T) {
 // copiedChart copies the project's chart into a temporary directory to change.
 func copiedChart(t *testing.T) string {
 	t.Helper()
-	from := filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy")
 	dir := filepath.Join(t.TempDir(), "myproxy")
-	err := filepath.WalkDir(from, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), raw, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), dir)
 	return dir
 }

@@ -5,9 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -25,14 +23,11 @@ func TestUninstallThatCannotFinishSaysWhy(t *testing.T) {
 	}
 	harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", timeout)
 
-	var records corev1.SecretList
-	if err := c.List(ctx, &records, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": "edge"}); err != nil {
-		t.Fatal(err)
+	records := releaseRecords(ctx, t, c, ns, "edge")
+	if len(records) != 1 {
+		t.Fatalf("want one release record, found %d", len(records))
 	}
-	if len(records.Items) != 1 {
-		t.Fatalf("want one release record, found %d", len(records.Items))
-	}
-	record := records.Items[0]
+	record := records[0]
 	record.Data["release"] = []byte("not a release")
 	if err := c.Update(ctx, &record); err != nil {
 		t.Fatal(err)
