@@ -72,8 +72,11 @@ func TestCreateDeleteSoakLeavesNoMemory(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	addr := harness.FreeAddr(t)
-	startOperatorWith(t, "--metrics-bind-address="+addr)
 	ns := harness.Namespace(t, c, nil)
+	// Scoped to the soak's namespace: what other tests left in the shared control plane would
+	// fill the maps while the operator reconciles it.
+	harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, harness.Watch{}),
+		"--metrics-bind-address=" + addr}, "WATCH_NAMESPACE="+ns)
 	// Every tenth MyProxy serves TLS: its rendering looks the Secret up, which the operator follows.
 	pair := certs.Valid(t, "soak")
 	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "soak-tls", Namespace: ns}, Type: corev1.SecretTypeTLS,
