@@ -174,7 +174,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		// resource's reconcile-period annotation replaces the watch's period instead of adding to it.
 		reconciler.WithReconcilePeriod(0),
 		reconciler.WithMaxReleaseHistory(d.MaxReleaseHistory),
-		reconciler.SkipDependentWatches(s.SkipDependentWatches),
+		// The release objects are watched by dependentWatches, below: the same rules in
+		// informers of the type cachedobject chooses.
+		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
@@ -193,6 +195,12 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
 		reconciler.WithSelector(selector),
+	}
+	if !s.SkipDependentWatches {
+		dependents := newDependentWatches(mgr.GetScheme(), mgr.GetRESTMapper(), mgr.GetCache())
+		// First among the post hooks, where helm-operator-plugins puts its own.
+		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
+			reconciler.WithPostHook(dependents.postHook())}, opts...)
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {

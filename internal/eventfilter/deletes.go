@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/example/myproxy-operator/internal/ownwrites"
 )
@@ -25,8 +26,12 @@ const ownerReadTimeout = 5 * time.Second
 // install are what must not pass: each would start the next attempt at once, and the retries
 // would never back off. They do pass while the owning custom resource (of one of the kinds) is
 // being deleted, when an uninstall may wait for the objects to go (uninstall-wait).
-func ReleaseObjectDeletes(reader client.Reader, kinds map[schema.GroupVersionKind]bool, own *ownwrites.Registry) func(obj any) bool {
+//
+// Objects of kinds the scheme knows may come from their informer without apiVersion and kind
+// (the cache holds them typed); their kind is then the scheme's.
+func ReleaseObjectDeletes(reader client.Reader, scheme *runtime.Scheme, kinds map[schema.GroupVersionKind]bool, own *ownwrites.Registry) func(obj any) bool {
 	return func(obj any) bool {
+		var err error
 		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = tombstone.Obj
 		}
@@ -43,7 +48,16 @@ func ReleaseObjectDeletes(reader client.Reader, kinds map[schema.GroupVersionKin
 			return true
 		}
 		ro, ok := obj.(runtime.Object)
-		if !ok || !own.OwnDelete(ownwrites.Key{GroupKind: ro.GetObjectKind().GroupVersionKind().GroupKind(),
+		if !ok {
+			return true
+		}
+		kind := ro.GetObjectKind().GroupVersionKind()
+		if kind.Empty() {
+			if kind, err = apiutil.GVKForObject(ro, scheme); err != nil {
+				return true
+			}
+		}
+		if !own.OwnDelete(ownwrites.Key{GroupKind: kind.GroupKind(),
 			NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}) {
 			return true // drift: someone else deleted it
 		}
@@ -51,7 +65,7 @@ func ReleaseObjectDeletes(reader client.Reader, kinds map[schema.GroupVersionKin
 		owner.SetGroupVersionKind(gvk)
 		ctx, cancel := context.WithTimeout(context.Background(), ownerReadTimeout)
 		defer cancel()
-		if err := reader.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, owner); err != nil {
+		if err = reader.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}, owner); err != nil {
 			return false // gone (or unreadable): nothing waits for this object
 		}
 		return owner.GetDeletionTimestamp() != nil

@@ -3,10 +3,13 @@ package eventfilter
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -40,11 +43,20 @@ func TestReleaseObjectDeletes(t *testing.T) {
 		}
 		return svc
 	}
+	// as a typed informer delivers it: no apiVersion, no kind
+	typedService := func(name, ownerName string) *corev1.Service {
+		svc := &corev1.Service{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(service(name, ownerName).Object, svc); err != nil {
+			t.Fatal(err)
+		}
+		svc.TypeMeta = metav1.TypeMeta{}
+		return svc
+	}
 	own := ownwrites.New()
-	for _, name := range []string{"helm-deleted", "helm-deleted-uninstalling", "helm-deleted-orphan"} {
+	for _, name := range []string{"helm-deleted", "helm-deleted-uninstalling", "helm-deleted-orphan", "helm-deleted-typed"} {
 		own.Deleting(ownwrites.Key{GroupKind: schema.GroupKind{Kind: "Service"}, NamespacedName: types.NamespacedName{Namespace: "team", Name: name}})
 	}
-	pass := ReleaseObjectDeletes(reader, map[schema.GroupVersionKind]bool{gvk: true}, own)
+	pass := ReleaseObjectDeletes(reader, scheme.Scheme, map[schema.GroupVersionKind]bool{gvk: true}, own)
 	cases := []struct {
 		name string
 		obj  any
@@ -56,6 +68,8 @@ func TestReleaseObjectDeletes(t *testing.T) {
 		{"deleted by Helm, owner gone", service("helm-deleted-orphan", "gone"), false},
 		{"not controlled by a watched kind", service("svc", ""), true},
 		{"tombstone of drift", toolscache.DeletedFinalStateUnknown{Obj: service("svc", "live")}, true},
+		{"deleted by Helm, typed without its kind", typedService("helm-deleted-typed", "live"), false},
+		{"deleted by someone else, typed without its kind", typedService("svc", "live"), true},
 	}
 	for _, c := range cases {
 		if got := pass(c.obj); got != c.want {

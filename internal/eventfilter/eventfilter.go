@@ -119,7 +119,7 @@ func Unfiltered(c cache.Cache) cache.Cache {
 // NewCache returns a cache constructor whose informers of the given kinds deliver only the
 // events their kind's Filter accepts; informers of every other kind use the filter that
 // fallback returns (it may read the cache itself), or deliver everything when fallback is nil.
-func NewCache(filters map[schema.GroupVersionKind]Filter, fallback func(client.Reader) Filter) cache.NewCacheFunc {
+func NewCache(filters map[schema.GroupVersionKind]Filter, fallback func(client.Reader, *runtime.Scheme) Filter) cache.NewCacheFunc {
 	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 		c, err := cache.New(cfg, opts)
 		if err != nil {
@@ -127,7 +127,7 @@ func NewCache(filters map[schema.GroupVersionKind]Filter, fallback func(client.R
 		}
 		fc := &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters}
 		if fallback != nil {
-			f := fallback(c)
+			f := fallback(c, opts.Scheme)
 			fc.fallback = &f
 		}
 		return fc, nil

@@ -255,15 +255,15 @@ func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Fi
 // its own): their deletes reach the reconciler unless the operator's own Helm actions made them
 // (eventfilter.ReleaseObjectDeletes), and their updates only when they change more than the
 // cluster's own bookkeeping.
-func releaseObjectFilter(ws []watches.Watch, own *ownwrites.Registry) func(client.Reader) eventfilter.Filter {
+func releaseObjectFilter(ws []watches.Watch, own *ownwrites.Registry) func(client.Reader, *runtime.Scheme) eventfilter.Filter {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, w := range ws {
 		kinds[w.GroupVersionKind] = true
 	}
-	return func(reader client.Reader) eventfilter.Filter {
+	return func(reader client.Reader, scheme *runtime.Scheme) eventfilter.Filter {
 		return eventfilter.Filter{
 			Update: eventfilter.IgnoreBookkeepingUpdates,
-			Delete: eventfilter.ReleaseObjectDeletes(reader, kinds, own),
+			Delete: eventfilter.ReleaseObjectDeletes(reader, scheme, kinds, own),
 		}
 	}
 }

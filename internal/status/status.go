@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/example/myproxy-operator/internal/cachedobject"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/eventfilter"
 )
@@ -51,6 +53,7 @@ type Reconciler struct {
 	own        Own
 	objects    cache.Cache // the manager's cache, unfiltered
 	mapper     meta.RESTMapper
+	scheme     *runtime.Scheme
 	controller controller.Controller
 	owned      handler.EventHandler
 	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
@@ -64,6 +67,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	r.own = ownOf(r.Declaration.Kind.Status)
 	r.manifests = newManifestRefs()
 	r.mapper = mgr.GetRESTMapper()
+	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
@@ -98,9 +102,7 @@ func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
 	if _, done := r.watched.LoadOrStore(gvk, struct{}{}); done {
 		return nil
 	}
-	obj := &unstructured.Unstructured{}
-	obj.SetGroupVersionKind(gvk)
-	if err := r.controller.Watch(source.Kind[client.Object](r.objects, obj, r.owned)); err != nil {
+	if err := r.controller.Watch(source.Kind(r.objects, cachedobject.New(r.scheme, gvk), r.owned)); err != nil {
 		r.watched.Delete(gvk)
 		return err
 	}
@@ -193,6 +195,7 @@ func (r *Reconciler) Remembered() (generations, manifests int) {
 
 // releaseObjects reads the objects of the deployed release, as its manifest names them, from the
 // cache (release objects are cached by their label), without copying them: they are only read.
+// Objects the cache holds typed are converted to the maps that expressions and kstatus read.
 func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedName, status map[string]any) ([]ReleaseObject, error) {
 	manifest, _, _ := unstructured.NestedString(status, "deployedRelease", "manifest")
 	refs, err := r.manifests.refs(key, manifest, r.namespaced)
@@ -206,12 +209,13 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 			if err := r.watch(ref.GVK); err != nil {
 				return nil, err
 			}
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(ref.GVK)
-			err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, u, client.UnsafeDisableDeepCopy)
+			live := cachedobject.New(r.scheme, ref.GVK)
+			err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
 			switch {
 			case err == nil:
-				o.Live = u.Object
+				if o.Live, err = cachedobject.Content(live, ref.GVK); err != nil {
+					return nil, err
+				}
 			case !apierrors.IsNotFound(err):
 				return nil, err
 			}

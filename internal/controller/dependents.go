@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
+	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	sdkhandler "github.com/operator-framework/operator-lib/handler"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/cachedobject"
+)
+
+// dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
+// goes. It stands in for helm-operator-plugins' own dependent watches (turned off with
+// reconciler.SkipDependentWatches) and keeps their rules: a kind is watched from the first
+// release that renders it, through owner references where the release object can carry one
+// (same namespace, no keep policy) and through the owner annotations otherwise; creates and
+// generic events wake nothing. What differs is the informer: the object cachedobject chooses,
+// typed for the kinds the scheme knows, shared with the status controller, where the upstream
+// hook always asks for an unstructured one.
+//
+// Update events reach it already thinned by the cache (eventfilter: bookkeeping-only updates
+// of release objects are dropped there, for every controller of the Helm reconciler's).
+type dependentWatches struct {
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+	cache  cache.Cache
+
+	mu      sync.Mutex
+	ctrl    reconciler.ControllerSetup
+	watched map[schema.GroupVersionKind]bool
+}
+
+func newDependentWatches(scheme *runtime.Scheme, mapper meta.RESTMapper, c cache.Cache) *dependentWatches {
+	return &dependentWatches{scheme: scheme, mapper: mapper, cache: c, watched: map[schema.GroupVersionKind]bool{}}
+}
+
+// setup keeps the controller the watches are added to (a reconciler.ControllerSetupFunc).
+func (d *dependentWatches) setup(c reconciler.ControllerSetup) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ctrl = c
+	return nil
+}
+
+// postHook adds the watches a release needs after each install, upgrade and reconcile.
+func (d *dependentWatches) postHook() hook.PostHook {
+	return hook.PostHookFunc(func(owner *unstructured.Unstructured, rel release.Release, log logr.Logger) error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
+			var obj unstructured.Unstructured
+			if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
+				return err
+			}
+			if obj.IsList() { // a List is no resource: its items are
+				if err := obj.EachListItem(func(item runtime.Object) error {
+					return d.watch(owner, item.(*unstructured.Unstructured), log)
+				}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := d.watch(owner, &obj, log); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// watch adds the watch of dependent's kind unless there is one. Called with d.mu held.
+func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, log logr.Logger) error {
+	gvk := dependent.GroupVersionKind()
+	if gvk.Empty() || d.watched[gvk] {
+		return nil
+	}
+	byOwnerRef, err := supportsOwnerReference(d.mapper, owner, dependent)
+	if err != nil {
+		return err
+	}
+	var h handler.EventHandler
+	if byOwnerRef && !manifestutil.HasResourcePolicyKeep(dependent.GetAnnotations()) {
+		h = handler.EnqueueRequestForOwner(d.scheme, d.mapper, owner, handler.OnlyControllerOwner())
+	} else {
+		h = &sdkhandler.EnqueueRequestForAnnotation[client.Object]{Type: owner.GroupVersionKind().GroupKind()}
+	}
+	// Release objects are only created by the reconcile that then reads them: a create event
+	// would only cost a second reconcile.
+	wake := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	if err := d.ctrl.Watch(source.Kind(d.cache, cachedobject.New(d.scheme, gvk), h, wake)); err != nil {
+		return err
+	}
+	d.watched[gvk] = true
+	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
+	return nil
+}
+
+// supportsOwnerReference reports whether dependent can carry an owner reference to owner: the
+// same rule as the owner references helm-operator-plugins' post-renderer writes into the
+// release, so that each object is watched the way it points at its owner.
+func supportsOwnerReference(mapper meta.RESTMapper, owner, dependent client.Object) (bool, error) {
+	clusterScoped := func(gvk schema.GroupVersionKind) (bool, error) {
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return false, err
+		}
+		return m.Scope.Name() == meta.RESTScopeNameRoot, nil
+	}
+	ownerCluster, err := clusterScoped(owner.GetObjectKind().GroupVersionKind())
+	if err != nil {
+		return false, err
+	}
+	dependentCluster, err := clusterScoped(dependent.GetObjectKind().GroupVersionKind())
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case ownerCluster:
+		return true, nil
+	case dependentCluster:
+		return false, nil
+	default:
+		return owner.GetNamespace() == dependent.GetNamespace(), nil
+	}
+}
