@@ -20,6 +20,15 @@ KUSTOMIZE ?= $(BIN)/kustomize
 OPERATOR_SDK ?= $(BIN)/operator-sdk
 OPM ?= $(BIN)/opm
 HELM_OPERATOR ?= $(BIN)/helm-operator
+HELM_OPERATOR_PLUGINS ?= $(BIN)/helm-operator-plugins
+GOLANGCI_LINT ?= $(BIN)/golangci-lint
+PROMTOOL ?= $(BIN)/promtool
+# progress NAME ESTIMATE: says when a build starts and finishes, and that it is alive meanwhile.
+PROGRESS := $(CURDIR)/hack/progress.sh
+
+# Where make bench and make chaos write their results.
+BENCH_REPORT ?= docs/benchmark-results.md
+CHAOS_REPORT ?= docs/chaos-results.md
 
 # OLM bundle and catalog.
 BUNDLE_IMG ?= $(IMAGE_REPO)-bundle:v$(VERSION)
@@ -62,34 +71,37 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet $(HELM) ## Run go vet and helm lint.
+lint: $(GOLANGCI_LINT) $(HELM) ## Run golangci-lint (.golangci.yml) and helm lint.
+	$(GOLANGCI_LINT) run ./...
 	$(HELM) lint --strict helm-charts/myproxy
 	$(HELM) lint --strict examples/staticsite
 
 .PHONY: test
-test: tools olm-tools cluster-build ## Run every test: unit, chart, envtest integration, control plane and end to end.
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) \
+test: lint tools olm-tools cluster-build ## Run lint and every test: unit, chart, monitoring, envtest integration, control plane and end to end.
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./...
 
 .PHONY: chaos
-chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000), a SOAK_N (10000) create/delete soak.
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_PROXIES=$${CHAOS_PROXIES:-20} CHAOS_REPORT=$(BIN)/chaos-report.md \
+chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000), a SOAK_N (10000) create/delete soak; results in docs/chaos-results.md.
+	@printf '# Chaos results\n\nWritten by `make chaos` on %s, %s cores (envtest: a real kube-apiserver and etcd).\nWhat each figure counts: [reliability.md](reliability.md).\n' "$$(date -u +%F)" "$$(nproc)" > $(CHAOS_REPORT).tmp
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_PROXIES=$${CHAOS_PROXIES:-20} CHAOS_REPORT=$(CHAOS_REPORT).tmp \
 	  FAILED_UPGRADES=$${FAILED_UPGRADES:-1000} SOAK_N=$${SOAK_N:-10000} go test -count=1 -timeout 90m -v \
 	  -run 'TestKillDuringChanges|TestRepeatedlyFailingUpgradeStaysBounded|TestCreateDeleteSoakLeavesNoMemory' ./test/integration/
-	@echo "README table (also in $(BIN)/chaos-report.md):" && cat $(BIN)/chaos-report.md
+	mv $(CHAOS_REPORT).tmp $(CHAOS_REPORT) && cat $(CHAOS_REPORT)
 
 .PHONY: bench
-bench: build $(HELM_OPERATOR) cluster-build ## Benchmark against the stock helm-operator and a client-go limit (N=1000 IDLE=5m; results in bin/bench).
+bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins and a client-go limit (N=1000 IDLE=5m; results in docs/benchmark-results.md).
 	go run ./bench
+	cp $(BIN)/bench/results.md $(BENCH_REPORT)
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
-	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/...
+	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/... ./bench/...
 
 .PHONY: test-integration
-test-integration: tools olm-tools cluster-build ## Run the envtest integration tests and the chart and manifest checks.
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) \
-	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/integration/... ./test/manifests/... ./test/chart/... ./test/dataplane/...
+test-integration: tools olm-tools cluster-build ## Run the envtest integration tests and the chart, manifest and monitoring checks.
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
+	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/integration/... ./test/manifests/... ./test/chart/... ./test/dataplane/... ./test/monitoring/...
 
 .PHONY: test-e2e
 test-e2e: tools cluster-build ## Run the end-to-end tests on a local cluster of their own (make deploy, kubectl, kwok Pods).
@@ -191,10 +203,17 @@ demo: tools build ## Start the local cluster (unless KUBECONFIG is set), run the
 ##@ Tools
 
 .PHONY: tools
-tools: $(HELM) $(KUSTOMIZE) ## Build helm and kustomize from hack/tools/go.mod into bin/.
+tools: $(HELM) $(KUSTOMIZE) $(GOLANGCI_LINT) $(PROMTOOL) ## Build helm, kustomize, golangci-lint and promtool from their go.mod files in hack/tools into bin/.
 
 $(HELM) $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && go build -o $(BIN)/ helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5
+	cd hack/tools && $(PROGRESS) "helm and kustomize" 3m go build -o $(BIN)/ helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5
+
+$(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
+	cd hack/tools/golangci-lint && $(PROGRESS) golangci-lint 4m go build -o $(BIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+# promtool checks and unit-tests the alerting rules in config/prometheus (test/monitoring).
+$(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	cd hack/tools/promtool && $(PROGRESS) promtool 4m go build -o $(BIN)/ github.com/prometheus/prometheus/cmd/promtool
 	@touch $(HELM) $(KUSTOMIZE)
 
 .PHONY: olm-tools
@@ -204,9 +223,14 @@ olm-tools: $(OPERATOR_SDK) $(OPM) ## Build operator-sdk and opm from hack/tools/
 # the bundle records which operator-sdk built it.
 OPERATOR_SDK_VERSION := $(shell awk '$$1 == "github.com/operator-framework/operator-sdk" {print $$2}' hack/tools/operator-sdk/go.mod)
 SDK_VERSION_PKG := github.com/operator-framework/operator-sdk/internal/version
+# helm-operator-plugins' own `run` command, at the version this operator builds on (go.mod): a
+# peer in the benchmark.
+$(HELM_OPERATOR_PLUGINS): go.mod go.sum
+	$(PROGRESS) helm-operator-plugins 2m go build -o $@ github.com/operator-framework/helm-operator-plugins
+
 # The stock helm-operator is built from the same pins: the benchmark runs it side by side.
 $(OPERATOR_SDK) $(OPM) $(HELM_OPERATOR): hack/tools/operator-sdk/go.mod hack/tools/operator-sdk/go.sum
-	cd hack/tools/operator-sdk && go build -tags containers_image_openpgp -o $(BIN)/ \
+	cd hack/tools/operator-sdk && $(PROGRESS) "operator-sdk, opm and helm-operator" 6m go build -tags containers_image_openpgp -o $(BIN)/ \
 	  -ldflags "-X $(SDK_VERSION_PKG).Version=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).GitVersion=$(OPERATOR_SDK_VERSION) -X $(SDK_VERSION_PKG).ImageVersion=$(OPERATOR_SDK_VERSION)" \
 	  github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-registry/cmd/opm \
 	  github.com/operator-framework/operator-sdk/cmd/helm-operator

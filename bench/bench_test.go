@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -55,18 +56,36 @@ func TestPercentileAndTargets(t *testing.T) {
 	}
 	r := &report{Fleet: []fleetResult{
 		{Subject: subjectLimit, DeployedSeconds: 10},
-		{Subject: subjectOurs, DeployedSeconds: 25, CPUSeconds: 10, PeakRSSMiB: 50, LatencyP99: 0.5, DriftSeconds: 1},
-		{Subject: subjectStock, DeployedSeconds: 200, CPUSeconds: 100, PeakRSSMiB: 80},
+		{Subject: subjectOurs, DeployedSeconds: 12, CPUSeconds: 10, PeakRSSMiB: 50, RequestsPerCR: 7, LatencyP99: 0.5, DriftSeconds: 1, DriftRestored: true},
+		{Subject: subjectStock, DeployedSeconds: 200, CPUSeconds: 100, PeakRSSMiB: 150},
+		// tuned: faster and leaner than at its defaults, so the ratios must read against it
+		{Subject: subjectStockTuned, DeployedSeconds: 100, CPUSeconds: 150, PeakRSSMiB: 160},
+		{Subject: subjectPlugins, DeployedSeconds: 150, CPUSeconds: 0, PeakRSSMiB: 0}, // did not report: no best
 	}}
 	r.evaluate()
-	met := map[string]bool{}
+	got := map[string]targetResult{}
 	for _, tr := range r.Targets {
-		met[tr.Goal] = tr.Met
+		got[tr.Goal] = tr
 	}
-	if !met["time to all Deployed / client-go limit"] || !met["time to all Deployed / stock"] || !met["CPU seconds to converge / stock"] {
-		t.Errorf("targets within limits reported unmet: %+v", r.Targets)
+	tests := []struct {
+		goal  string
+		value float64
+		met   bool
+	}{
+		{goal: "time to all Deployed / client-go limit", value: 1.2, met: true},
+		{goal: "requests per MyProxy while converging", value: 7, met: true},
+		{goal: "time to all Deployed / best peer (" + subjectStockTuned + ")", value: 0.12, met: true},
+		{goal: "CPU seconds to converge / best peer (" + subjectStock + ")", value: 0.1, met: true},
+		{goal: "peak RSS / best peer (" + subjectStock + ")", value: 50.0 / 150, met: false},
 	}
-	if met["peak RSS / stock"] {
-		t.Errorf("peak RSS 50/80 = 0.625 reported as meeting 0.5")
+	for _, tt := range tests {
+		tr, ok := got[tt.goal]
+		if !ok {
+			t.Errorf("no goal %q in %+v", tt.goal, r.Targets)
+			continue
+		}
+		if math.Abs(tr.Value-tt.value) > 1e-9 || tr.Met != tt.met {
+			t.Errorf("%s = %v (met %v), want %v (met %v)", tt.goal, tr.Value, tr.Met, tt.value, tt.met)
+		}
 	}
 }

@@ -14,7 +14,9 @@
 //	STOCK_SAMPLES=5 the same for the stock helm-operator, whose samples take a minute each
 //	WORKERS=8       client workers that create and delete
 //	UNRELATED=5000  unrelated Secrets and (as many) ConfigMaps for the memory run, 0 to skip
-//	SUBJECTS=limit,myproxy-operator,helm-operator   which subjects to run
+//	SUBJECTS=limit,myproxy-operator,helm-operator,helm-operator-tuned,helm-operator-plugins
+//	                which subjects to run (the stock operator at its defaults and tuned as
+//	                this operator runs, helm-operator-plugins' own run command tuned)
 //	BENCH_DIR=bin/bench   cluster state, operator logs, results.json and results.md
 package main
 
@@ -36,6 +38,10 @@ const (
 	subjectLimit = "client-go limit"
 	subjectOurs  = "myproxy-operator"
 	subjectStock = "stock helm-operator"
+	// subjectStockTuned and subjectPlugins run with this operator's workers and no periodic
+	// reconcile (tunedAsOurs).
+	subjectStockTuned = "stock helm-operator, tuned"
+	subjectPlugins    = "helm-operator-plugins run, tuned"
 )
 
 type settings struct {
@@ -49,6 +55,7 @@ type settings struct {
 	subjects         []string
 	portBase         int
 	ourBin, stockBin string
+	pluginsBin       string
 	ourArgs          []string // extra flags for this operator
 }
 
@@ -73,8 +80,9 @@ func loadSettings() (settings, error) {
 	}
 	s := settings{root: root, n: envInt("N", 1000), samples: envInt("SAMPLES", 20), stockSamples: envInt("STOCK_SAMPLES", 5), workers: envInt("WORKERS", 8),
 		unrelated: envInt("UNRELATED", 5000), idle: 5 * time.Minute, portBase: envInt("BENCH_PORT_BASE", 23400),
-		dir: filepath.Join(root, "bin", "bench"), subjects: []string{"limit", "myproxy-operator", "helm-operator"},
-		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator")}
+		dir: filepath.Join(root, "bin", "bench"), subjects: []string{"limit", "myproxy-operator", "helm-operator", "helm-operator-tuned", "helm-operator-plugins"},
+		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator"),
+		pluginsBin: filepath.Join(root, "bin", "helm-operator-plugins")}
 	s.lookups = envInt("LOOKUPS", s.n/10)
 	if v := os.Getenv("IDLE"); v != "" {
 		if s.idle, err = time.ParseDuration(v); err != nil {
@@ -115,10 +123,12 @@ func run() error {
 			res, err = benchLimit(ctx, s, c)
 		case "myproxy-operator":
 			res, err = benchOperator(ctx, s, c, ours(s))
-		case "helm-operator":
-			res, err = benchOperator(ctx, s, c, stock(s))
 		default:
-			return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator)", name)
+			peer, ok := peers[name]
+			if !ok {
+				return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
+			}
+			res, err = benchOperator(ctx, s, c, peer(s))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -134,7 +144,7 @@ func run() error {
 			switch name {
 			case "myproxy-operator":
 				op = ours(s)
-			case "helm-operator":
+			case "helm-operator": // at its defaults: tuning does not change what it caches
 				op = stock(s)
 			default:
 				continue

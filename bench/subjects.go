@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/example/myproxy-operator/internal/options"
 )
 
 const (
@@ -37,12 +39,43 @@ func ours(s settings) operator {
 		}}
 }
 
+// stock is operator-sdk's helm-operator at its defaults: as many workers as CPUs, a full
+// reconcile of every release each minute.
 func stock(s settings) operator {
 	return operator{name: subjectStock, user: "bench-helm-operator", bin: s.stockBin, samples: s.stockSamples,
 		args: func(m, h string) []string {
 			return []string{"run", "--metrics-bind-address=" + m, "--health-probe-bind-address=" + h, "--leader-elect=false"}
 		}}
 }
+
+// tunedAsOurs are the settings this operator runs with by default, given to a peer so that a
+// ratio measures design, not settings.
+func tunedAsOurs() []string {
+	return []string{fmt.Sprintf("--max-concurrent-reconciles=%d", options.DefaultMaxConcurrentReconciles), "--reconcile-period=0s"}
+}
+
+// stockTuned is operator-sdk's helm-operator with this operator's workers and no periodic
+// reconcile.
+func stockTuned(s settings) operator {
+	op := stock(s)
+	op.name, op.user, op.samples = subjectStockTuned, "bench-helm-operator-tuned", s.samples
+	args := op.args
+	op.args = func(m, h string) []string { return append(args(m, h), tunedAsOurs()...) }
+	return op
+}
+
+// plugins is helm-operator-plugins' own `run` command (the library this operator builds on),
+// tuned as stockTuned.
+func plugins(s settings) operator {
+	return operator{name: subjectPlugins, user: "bench-helm-operator-plugins", bin: s.pluginsBin, samples: s.samples,
+		args: func(m, h string) []string {
+			return append([]string{"run", "--metrics-bind-address=" + m, "--health-probe-bind-address=" + h, "--leader-elect=false"},
+				tunedAsOurs()...)
+		}}
+}
+
+// peers are the subjects this operator is compared with, by the name SUBJECTS gives them.
+var peers = map[string]func(settings) operator{"helm-operator": stock, "helm-operator-tuned": stockTuned, "helm-operator-plugins": plugins}
 
 // env is a fresh cluster with the CRD installed, the fleet namespace, and admin clients.
 type env struct {
@@ -169,14 +202,18 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		}
 	}
 	if s.idle > 0 {
-		if err := idle(ctx, s, c, op, p, &res); err != nil {
+		if err := idle(ctx, s, c, op, p, t, &res); err != nil {
 			return res, err
 		}
 	}
-	if res.DriftSeconds, err = drift(ctx, e, t); err != nil {
+	if res.DriftSeconds, res.DriftRestored, err = drift(ctx, e, t); err != nil {
 		return res, err
 	}
-	progress("%s: a deleted Deployment was back in %.2fs", op.name, res.DriftSeconds)
+	if res.DriftRestored {
+		progress("%s: a deleted Deployment was back in %.2fs", op.name, res.DriftSeconds)
+	} else {
+		progress("%s: a deleted Deployment was not back within %s", op.name, driftWait)
+	}
 	if err := latency(ctx, op.samples, e, t, &res); err != nil {
 		return res, err
 	}
@@ -206,9 +243,18 @@ func addLookupReleases(ctx context.Context, s settings, e *env, t *tracker, res 
 	return err
 }
 
-func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, res *fleetResult) error {
-	// Let the last status writes and Deployment rollouts land before the window opens.
-	time.Sleep(30 * time.Second)
+// settleQuiet is how long nothing in the fleet may change before the idle window opens.
+const settleQuiet = 10 * time.Second
+
+func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, t *tracker, res *fleetResult) error {
+	// The window opens once every proxy Pod is ready and the last status writes have landed
+	// (no MyProxy or Deployment changed for settleQuiet).
+	if _, err := t.waitFor(ctx, "all Available", convergeLimit, allAvailable(s.n+res.LookupReleases)); err != nil {
+		return err
+	}
+	if err := t.waitQuiet(ctx, settleQuiet); err != nil {
+		return err
+	}
 	progress("%s: idle for %s", op.name, s.idle)
 	before, err := p.usage()
 	if err != nil {
@@ -237,27 +283,32 @@ func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorP
 	return nil
 }
 
-// drift deletes the Deployment of the first MyProxy and times its return.
-func drift(ctx context.Context, e *env, t *tracker) (float64, error) {
+// driftWait is how long drift waits for a deleted Deployment to come back. A subject without
+// watches on release objects and without periodic reconciles never restores it.
+const driftWait = 2 * time.Minute
+
+// drift deletes the Deployment of the first MyProxy and times its return; restored is false
+// when it is not back within driftWait.
+func drift(ctx context.Context, e *env, t *tracker) (seconds float64, restored bool, err error) {
 	deps, err := e.cs.AppsV1().Deployments(fleetNamespace).List(ctx, metav1.ListOptions{LabelSelector: instanceLabel + "=fleet-0000"})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if len(deps.Items) != 1 {
-		return 0, fmt.Errorf("want one Deployment of fleet-0000, found %d", len(deps.Items))
+		return 0, false, fmt.Errorf("want one Deployment of fleet-0000, found %d", len(deps.Items))
 	}
 	d := deps.Items[0]
 	start := time.Now()
 	if err := e.cs.AppsV1().Deployments(fleetNamespace).Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	for time.Since(start) < 2*time.Minute {
+	for time.Since(start) < driftWait {
 		if uid := t.deploymentUID(d.Name); uid != "" && uid != string(d.UID) {
-			return time.Since(start).Seconds(), nil
+			return time.Since(start).Seconds(), true, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("deployment %s not back within 2m", d.Name)
+	return driftWait.Seconds(), false, nil
 }
 
 // latency applies one more MyProxy at a time and times each to Deployed.

@@ -207,3 +207,20 @@ func (t *tracker) waitFor(ctx context.Context, what string, timeout time.Duratio
 		}
 	}
 }
+
+// waitQuiet returns once no MyProxy or Deployment of the namespace has changed for quiet.
+func (t *tracker) waitQuiet(ctx context.Context, quiet time.Duration) error {
+	timer := time.NewTimer(quiet)
+	defer timer.Stop()
+	for {
+		_, changed := t.snapshot()
+		select {
+		case <-changed:
+			timer.Reset(quiet)
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

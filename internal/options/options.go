@@ -16,6 +16,11 @@ import (
 // a comma-separated list; empty or unset means all namespaces.
 const WatchNamespaceEnv = "WATCH_NAMESPACE"
 
+// DefaultMaxConcurrentReconciles is the default number of workers per kind. A reconcile mostly
+// waits for the apiserver (sequential requests to install a release), so workers are sized to
+// the apiserver's latency rather than to local cores.
+const DefaultMaxConcurrentReconciles = 16
+
 // Options are the operator's settings.
 type Options struct {
 	WatchesFile             string
@@ -70,10 +75,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Sustained requests per second the operator may send to the apiserver (client-side limit).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400,
 		"Requests the operator may send to the apiserver in a burst above --kube-api-qps.")
-	// A reconcile mostly waits for the apiserver (a dozen sequential requests to install a
-	// release), so workers are sized to the apiserver's latency rather than to local cores:
-	// on 2 cores, 100 MyProxies converged in 8 s with 4 workers and in 5 s with 16.
-	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", 16,
+	fs.IntVar(&o.MaxConcurrentReconciles, "max-concurrent-reconciles", DefaultMaxConcurrentReconciles,
 		"Default number of MyProxies reconciled concurrently per kind.")
 	fs.DurationVar(&o.ReconcilePeriod, "reconcile-period", 0,
 		"Default period of full reconciles of unchanged resources; 0 reconciles only on change "+
