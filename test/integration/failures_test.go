@@ -198,8 +198,8 @@ func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
 			return n > before, fmt.Sprintf("%d failed upgrades", n)
 		})
 	}
-	total := failures()
-	t.Logf("%d failed upgrades in %s", total, time.Since(start).Round(time.Second))
+	total, failingFor := failures(), time.Since(start)
+	t.Logf("%d failed upgrades in %s", total, failingFor.Round(time.Second))
 
 	secrets, err := releaseSecrets(ctx, c, ns, "edge")
 	if err != nil || len(secrets) > maxHistory {
@@ -227,6 +227,8 @@ func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
 	if n := failures(); n != before {
 		t.Errorf("%d failed upgrades between the fix and its deployment", n-before)
 	}
+	appendReport(t, "Failing upgrades", fmt.Sprintf("| failed upgrades (operator metric) | in | revisions kept (max %d) | failed attempts between the fix and its deployment |\n"+
+		"|---|---|---|---|\n| %d | %s | %d | %d |\n", maxHistory, total, failingFor.Round(time.Second), len(secrets), failures()-before))
 }
 
 // helmFailures scrapes the operator's plain-HTTP metrics at addr for the failures of an action,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,4 +158,21 @@ func TestCreateDeleteSoakLeavesNoMemory(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("tracked entries at start %v, after the soak %v", baseline, now)
+	appendReport(t, "Create/delete soak", fmt.Sprintf("%d MyProxies created, deployed and deleted in waves of %d in %s.\n\n"+
+		"| in-memory map | entries at start | most with a wave deployed | after the soak |\n|---|---|---|---|\n%s",
+		n, wave, time.Since(started).Round(time.Second), trackedTable(baseline, peak, now)))
+}
+
+// trackedTable is one row per tracked map, in name order.
+func trackedTable(start, peak, end map[string]float64) string {
+	names := make([]string, 0, len(peak))
+	for name := range peak {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&b, "| %s | %g | %g | %g |\n", name, start[name], peak[name], end[name])
+	}
+	return b.String()
 }
