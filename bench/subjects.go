@@ -85,7 +85,7 @@ type env struct {
 	cfg *rest.Config
 }
 
-func freshEnv(s settings, c *cluster) (*env, error) {
+func freshEnv(c *cluster) (*env, error) {
 	if err := c.fresh(); err != nil {
 		return nil, err
 	}
@@ -133,9 +133,9 @@ func (e *env) start(s settings, op operator, logName string) (*operatorProcess, 
 }
 
 // freshTracked starts a fresh cluster for a subject and follows its fleet namespace.
-func freshTracked(ctx context.Context, s settings, c *cluster, subject string) (*env, *tracker, error) {
+func freshTracked(ctx context.Context, c *cluster, subject string) (*env, *tracker, error) {
 	progress("%s: starting a fresh cluster", subject)
-	e, err := freshEnv(s, c)
+	e, err := freshEnv(c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,7 +152,7 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	res := fleetResult{Subject: op.name, N: s.n}
 	ctx, cancel := context.WithCancel(ctx) // the watches end with this subject's cluster
 	defer cancel()
-	e, t, err := freshTracked(ctx, s, c, op.name)
+	e, t, err := freshTracked(ctx, c, op.name)
 	if err != nil {
 		return res, err
 	}
@@ -373,7 +373,7 @@ func benchLimit(ctx context.Context, s settings, c *cluster) (fleetResult, error
 	res := fleetResult{Subject: subjectLimit, N: s.n}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e, t, err := freshTracked(ctx, s, c, res.Subject)
+	e, t, err := freshTracked(ctx, c, res.Subject)
 	if err != nil {
 		return res, err
 	}
@@ -443,7 +443,7 @@ func benchMemory(ctx context.Context, s settings, c *cluster, op operator) (memo
 	m := memoryResult{Subject: op.name, Unrelated: s.unrelated, UnrelatedKiB: sizeKiB}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	e, t, err := freshTracked(ctx, s, c, op.name+", memory")
+	e, t, err := freshTracked(ctx, c, op.name+", memory")
 	if err != nil {
 		return m, err
 	}

@@ -57,12 +57,12 @@ func newTracker(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interf
 	kf.Start(ctx.Done())
 	for _, ok := range df.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return nil, fmt.Errorf("MyProxy watch did not sync")
+			return nil, fmt.Errorf("the watch of MyProxies did not sync")
 		}
 	}
 	for _, ok := range kf.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return nil, fmt.Errorf("Deployment watch did not sync")
+			return nil, fmt.Errorf("the watch of Deployments did not sync")
 		}
 	}
 	return t, nil

@@ -67,7 +67,7 @@ type waitingClient struct {
 
 func (c *waitingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
 	manifest := deployedManifest(c.obj)
-	if rel, err := c.ActionInterface.Get(name); err == nil {
+	if rel, err := c.Get(name); err == nil {
 		manifest = rel.Manifest
 	}
 	resp, err := c.ActionInterface.Uninstall(name, opts...)

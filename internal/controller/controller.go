@@ -1,6 +1,9 @@
-// Package controller creates one helm-operator-plugins reconciler per watches.yaml entry and
-// registers it with the manager. It is the only place that maps watches.yaml keys and operator
-// flags onto reconciler options.
+// Package controller holds the operator's controllers and their setup, one file each: per
+// watches.yaml entry, helm-operator-plugins' Helm reconciler (controller.go: the only place that
+// maps watches.yaml keys and operator flags onto reconciler options) and the status controller
+// (status.go); and the watches that wake the Helm reconciler besides its own: the objects of its
+// releases (dependents.go), its release records (records.go), the Secrets that checked values
+// name (secrets.go) and the cluster's API (apiwatch.go).
 package controller
 
 import (
@@ -93,7 +96,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	secrets, err := values.NewSecretMetadataCache(mgr, namespaces)
+	secrets, err := NewSecretMetadataCache(mgr, namespaces)
 	if err != nil {
 		return fmt.Errorf("creating the Secret metadata cache: %w", err)
 	}
@@ -158,7 +161,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		return capabilityReader{}, err
 	}
 	recorder := mgr.GetEventRecorderFor(name)
-	observed := status.NewObserved()
+	applied := status.NewAppliedGenerations()
 	memo := &actionclient.Memo{}
 	var selector metav1.LabelSelector // empty: every resource of the kind
 	if w.Selector != nil {
@@ -187,11 +190,11 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		reconciler.WithUpgradeAnnotations(annotations.Upgrade...),
 		reconciler.WithUninstallAnnotations(annotations.Uninstall...),
 		reconciler.WithPauseReconcileHandler(annotations.PauseHandler(recorder)),
-		reconciler.WithPostHook(observed.PostHook()),
+		reconciler.WithPostHook(applied.PostHook()),
 		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
 			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder)),
-		reconciler.WithControllerSetupFunc(values.WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
+		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
 		reconciler.WithSelector(selector),
@@ -210,7 +213,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		return capabilityReader{}, err
 	}
 	gvk := w.GroupVersionKind
-	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Observed: observed,
+	statusReconciler := &StatusReconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles,
 		Gone: func(key types.NamespacedName) {
 			cr := renderinputs.CR{GVK: gvk, NamespacedName: key}
@@ -229,7 +232,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 }
 
 // trackMaps exports the sizes of one kind's in-memory maps.
-func trackMaps(kind string, st *status.Reconciler, memo *actionclient.Memo) error {
+func trackMaps(kind string, st *StatusReconciler, memo *actionclient.Memo) error {
 	t, err := tracked()
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)

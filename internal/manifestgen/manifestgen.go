@@ -46,7 +46,7 @@ func Generate(watchesPath string) (map[string][]byte, error) {
 	var kinds []Kind
 	var bases []string
 	for _, w := range ws {
-		gk := w.GroupVersionKind.GroupKind()
+		gk := w.GroupKind()
 		if other, dup := seen[gk]; dup {
 			return nil, fmt.Errorf("%s: %s is watched twice (versions %s and %s): one version per kind is supported",
 				watchesPath, gk, other, w.Version)

@@ -197,7 +197,7 @@ func (r *lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[strin
 func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.Options {
 	// "owner exists and does not": no Secret. The Helm reconciler watches Secrets for its
 	// release records, whose events eventFilters drops anyway; TLS Secrets are watched through
-	// a metadata-only cache of their own (values.NewSecretMetadataCache).
+	// a metadata-only cache of their own (controller.NewSecretMetadataCache).
 	noSecret, _ := labels.Parse("owner,!owner") // constant: cannot fail
 	byObject := map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: noSecret}}
 	for _, w := range ws {

@@ -17,7 +17,7 @@ func TestDeletesAreConsumedAndExpire(t *testing.T) {
 		t.Fatal("an object never deleted is not an own delete")
 	}
 	r.Deleting(cm)
-	if !r.OwnDelete(cm) || !r.OwnDelete(cm) {
+	if first, second := r.OwnDelete(cm), r.OwnDelete(cm); !first || !second {
 		t.Error("own delete not recognised (by every handler that asks)")
 	}
 	r.Created(cm)

@@ -207,7 +207,7 @@ func seenList(body []byte) string {
 	members := make([]member, 0, len(l.Items))
 	for _, it := range l.Items {
 		m := it.Metadata
-		members = append(members, member{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion})
+		members = append(members, member(m))
 	}
 	return listState(members)
 }

@@ -44,8 +44,8 @@ func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) 
 
 const fieldObservedGeneration = "observedGeneration"
 
-// deployed reports whether the Helm reconciler's Deployed condition is True.
-func deployed(status map[string]any) bool {
+// Deployed reports whether the Helm reconciler's Deployed condition is True.
+func Deployed(status map[string]any) bool {
 	conds, _ := status["conditions"].([]any)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == "Deployed" {

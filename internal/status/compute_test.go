@@ -75,7 +75,10 @@ func TestConditionKeepsTransitionTimeWhileUnchanged(t *testing.T) {
 	}
 }
 
-func deploymentObject(replicas, available int64, generation, observed int64) ReleaseObject {
+// deploymentObject is a Deployment of 2 replicas, available of them available, whose
+// controller observed generation 3.
+func deploymentObject(available int64, generation int64) ReleaseObject {
+	const replicas, observed = int64(2), int64(3)
 	return ReleaseObject{
 		Ref: Ref{GVK: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "n", Name: "web"},
 		Live: map[string]any{
@@ -106,11 +109,11 @@ func TestReadyFollowsTheKstatusRules(t *testing.T) {
 		reason   string
 	}{
 		{name: "not deployed", deployed: false, objects: []ReleaseObject{configMap}, status: "False", reason: ReasonNotDeployed},
-		{name: "all current", deployed: true, objects: []ReleaseObject{configMap, secret, deploymentObject(2, 2, 3, 3)}, status: "True", reason: ReasonObjectsReady},
-		{name: "rolling out", deployed: true, objects: []ReleaseObject{configMap, deploymentObject(2, 1, 3, 3)}, status: "False", reason: ReasonObjectsInProgress},
-		{name: "generation not observed", deployed: true, objects: []ReleaseObject{deploymentObject(2, 2, 4, 3)}, status: "False", reason: ReasonObjectsInProgress},
+		{name: "all current", deployed: true, objects: []ReleaseObject{configMap, secret, deploymentObject(2, 3)}, status: "True", reason: ReasonObjectsReady},
+		{name: "rolling out", deployed: true, objects: []ReleaseObject{configMap, deploymentObject(1, 3)}, status: "False", reason: ReasonObjectsInProgress},
+		{name: "generation not observed", deployed: true, objects: []ReleaseObject{deploymentObject(2, 4)}, status: "False", reason: ReasonObjectsInProgress},
 		{name: "missing object", deployed: true, objects: []ReleaseObject{configMap, missing}, status: "False", reason: ReasonObjectsInProgress},
-		{name: "failed job", deployed: true, objects: []ReleaseObject{failedJob, deploymentObject(2, 1, 3, 3)}, status: "False", reason: ReasonObjectsFailed},
+		{name: "failed job", deployed: true, objects: []ReleaseObject{failedJob, deploymentObject(1, 3)}, status: "False", reason: ReasonObjectsFailed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,8 +130,8 @@ func TestParseManifest(t *testing.T) {
 		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\n" +
 		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n"
 	clusterScoped := func(gvk schema.GroupVersionKind) bool { return gvk.Kind != "ClusterRole" }
-	m := newManifestRefs()
-	refs, err := m.refs(keyOf("ns", "cr"), manifest, clusterScoped)
+	m := NewManifestRefs()
+	refs, err := m.Refs(keyOf("ns", "cr"), manifest, clusterScoped)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +144,11 @@ func TestParseManifest(t *testing.T) {
 			t.Errorf("ref %v in namespace %q", r, r.Namespace)
 		}
 	}
-	if m.size() != 1 {
+	if m.Size() != 1 {
 		t.Error("not remembered")
 	}
-	m.forget(keyOf("ns", "cr"))
-	if m.size() != 0 {
+	m.Forget(keyOf("ns", "cr"))
+	if m.Size() != 0 {
 		t.Error("not forgotten")
 	}
 }

@@ -30,10 +30,10 @@ type ReleaseObject struct {
 	Live map[string]any
 }
 
-// manifestRefs parses release manifests into the objects they create, remembering the result
+// ManifestRefs parses release manifests into the objects they create, remembering the result
 // per custom resource until its manifest changes: a status update follows every change of a
 // Deployment's status, and parsing the manifest each time would cost more than the rest.
-type manifestRefs struct {
+type ManifestRefs struct {
 	mu     sync.Mutex
 	parsed map[types.NamespacedName]parsedManifest
 }
@@ -43,13 +43,14 @@ type parsedManifest struct {
 	refs   []Ref
 }
 
-func newManifestRefs() *manifestRefs {
-	return &manifestRefs{parsed: map[types.NamespacedName]parsedManifest{}}
+// NewManifestRefs returns an empty memo.
+func NewManifestRefs() *ManifestRefs {
+	return &ManifestRefs{parsed: map[types.NamespacedName]parsedManifest{}}
 }
 
-// refs returns the objects of a manifest; objects without a namespace are in namespace (the
+// Refs returns the objects of a manifest; objects without a namespace are in namespace (the
 // release's) unless their kind is cluster-scoped, which namespaced reports.
-func (m *manifestRefs) refs(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
+func (m *ManifestRefs) Refs(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
 	digest := sha256.Sum256([]byte(manifest))
 	m.mu.Lock()
 	p, ok := m.parsed[key]
@@ -67,13 +68,15 @@ func (m *manifestRefs) refs(key types.NamespacedName, manifest string, namespace
 	return refs, nil
 }
 
-func (m *manifestRefs) forget(key types.NamespacedName) {
+// Forget drops what is remembered of a custom resource.
+func (m *ManifestRefs) Forget(key types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.parsed, key)
 }
 
-func (m *manifestRefs) size() int {
+// Size is how many custom resources have a parsed manifest remembered.
+func (m *ManifestRefs) Size() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.parsed)

@@ -208,9 +208,8 @@ func waitForNewLeader(t *testing.T, ns, leaseID, previous string) string {
 
 // leaseState is the Lease as one write left it.
 type leaseState struct {
-	holder          string
-	acquire, renew  time.Time
-	durationSeconds int32
+	holder         string
+	acquire, renew time.Time
 }
 
 // leaseHistory records every state of a Lease, in the order the apiserver stored them, from now

@@ -75,12 +75,9 @@ type subject struct {
 	t     *testing.T
 }
 
-func (s subject) create(name string, annots map[string]string, spec map[string]any) {
+func (s subject) create(name string, annots map[string]string) {
 	s.t.Helper()
-	if spec == nil {
-		spec = map[string]any{}
-	}
-	if err := s.c.Create(context.Background(), nginxCR(s.ns, name, annots, spec)); err != nil {
+	if err := s.c.Create(context.Background(), nginxCR(s.ns, name, annots, map[string]any{})); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -193,18 +190,18 @@ func TestStockAnnotationsSideBySide(t *testing.T) {
 func paritySubject(t *testing.T, s subject) {
 	const hold = "parity.example.com/hold"
 	ctx := context.Background()
-	s.create("hooks", nil, nil)
-	s.create("nohooks", map[string]string{annotations.InstallDisableHooks: "true"}, nil)
-	s.create("described", map[string]string{annotations.InstallDescription: "installed by the parity test"}, nil)
-	s.create("forced", map[string]string{annotations.UpgradeForce: "true"}, nil)
-	s.create("patched", nil, nil)
-	s.create("rollback-forced", nil, nil)
-	s.create("rollback-unforced", map[string]string{annotations.RollbackForce: "false"}, nil)
-	s.create("waiting", map[string]string{annotations.UninstallWait: "true", annotations.ReconcilePeriod: "2s"}, nil)
-	s.create("not-waiting", nil, nil)
-	s.create("periodic", map[string]string{annotations.ReconcilePeriod: "2s"}, nil)
-	s.create("steady", nil, nil)
-	s.create("paused", map[string]string{annotations.PauseReconcile: "true"}, nil)
+	s.create("hooks", nil)
+	s.create("nohooks", map[string]string{annotations.InstallDisableHooks: "true"})
+	s.create("described", map[string]string{annotations.InstallDescription: "installed by the parity test"})
+	s.create("forced", map[string]string{annotations.UpgradeForce: "true"})
+	s.create("patched", nil)
+	s.create("rollback-forced", nil)
+	s.create("rollback-unforced", map[string]string{annotations.RollbackForce: "false"})
+	s.create("waiting", map[string]string{annotations.UninstallWait: "true", annotations.ReconcilePeriod: "2s"})
+	s.create("not-waiting", nil)
+	s.create("periodic", map[string]string{annotations.ReconcilePeriod: "2s"})
+	s.create("steady", nil)
+	s.create("paused", map[string]string{annotations.PauseReconcile: "true"})
 	for _, name := range []string{"hooks", "nohooks", "described", "forced", "patched", "rollback-forced",
 		"rollback-unforced", "waiting", "not-waiting", "periodic", "steady"} {
 		s.waitDeployed(name)
@@ -342,7 +339,7 @@ func paritySubject(t *testing.T, s subject) {
 		if s.stock {
 			return // the stock operator logs it and reads false, or fails the reconcile without a condition
 		}
-		s.create("invalid", map[string]string{annotations.ReconcilePeriod: "soon"}, nil)
+		s.create("invalid", map[string]string{annotations.ReconcilePeriod: "soon"})
 		harness.Eventually(t, timeout, "Irreconcilable names the annotation", func(ctx context.Context) (bool, string) {
 			st, msg := s.condition(ctx, "invalid", "Irreconcilable")
 			return st == "True" && strings.Contains(msg, "metadata.annotations["+annotations.ReconcilePeriod+"]"), st + " " + msg

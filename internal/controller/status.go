@@ -1,12 +1,4 @@
-// Package status writes the part of a custom resource's status that the Helm reconciler does
-// not own: the fields and conditions its chart declares (kind.yaml, see internal/chartapi),
-// evaluated over the live objects of the release; the Ready condition every kind gets (the
-// kstatus rules over every release object); and observedGeneration.
-//
-// It is a controller of its own because helm-operator-plugins' status updater rewrites status
-// as {conditions, deployedRelease} whenever it writes, dropping any other field. This controller
-// puts them back on the next event and never changes the reconciler's own conditions.
-package status
+package controller
 
 import (
 	"context"
@@ -34,15 +26,23 @@ import (
 	"github.com/example/myproxy-operator/internal/cachedobject"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/eventfilter"
+	"github.com/example/myproxy-operator/internal/status"
 )
 
-// Reconciler writes the status of one custom resource kind.
-type Reconciler struct {
+// StatusReconciler writes the part of a custom resource's status that the Helm reconciler does
+// not own: the fields and conditions its chart declares (kind.yaml, see internal/chartapi),
+// evaluated over the live objects of the release; the Ready condition every kind gets (the
+// kstatus rules over every release object); and observedGeneration (computed by internal/status).
+//
+// It is a controller of its own because helm-operator-plugins' status updater rewrites status
+// as {conditions, deployedRelease} whenever it writes, dropping any other field. This controller
+// puts them back on the next event and never changes the reconciler's own conditions.
+type StatusReconciler struct {
 	client.Client
 	GVK schema.GroupVersionKind
 	// Declaration is the chart's compiled kind.yaml.
 	Declaration *chartapi.Compiled
-	Observed    *Observed
+	Applied     *status.AppliedGenerations
 	// MaxConcurrentReconciles is the number of workers (at least 1): a converging fleet's
 	// status must not lag behind its Deployments.
 	MaxConcurrentReconciles int
@@ -50,22 +50,22 @@ type Reconciler struct {
 	// too (an uninstall forgets it already; a resource can also go without one).
 	Gone func(types.NamespacedName)
 
-	own        Own
+	own        status.Own
 	objects    cache.Cache // the manager's cache, unfiltered
 	mapper     meta.RESTMapper
 	scheme     *runtime.Scheme
 	controller controller.Controller
 	owned      handler.EventHandler
 	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
-	manifests  *manifestRefs
+	manifests  *status.ManifestRefs
 }
 
 // SetupWithManager registers the controller: it runs when the custom resource, an object of its
 // release, or the Helm reconciler's progress (Observed) changes. selector limits it to the
 // resources the Helm reconciler takes.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
-	r.own = ownOf(r.Declaration.Kind.Status)
-	r.manifests = newManifestRefs()
+func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
+	r.own = status.OwnOf(r.Declaration.Kind.Status)
+	r.manifests = status.NewManifestRefs()
 	r.mapper = mgr.GetRESTMapper()
 	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
@@ -73,8 +73,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	// The manager's cache hides status-only changes of the custom resources and of the objects
 	// of their releases (they must not wake the Helm reconciler), and this controller follows
 	// exactly those. So it watches the same informers unfiltered, ignoring only its own writes.
+	changed := eventfilter.ChangedBeyondStatusWrites(r.own)
 	forPredicates := []predicate.Predicate{predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return r.own.ChangedBeyond(e.ObjectOld, e.ObjectNew)
+		return changed(e.ObjectOld, e.ObjectNew)
 	}}}
 	if len(selector.MatchLabels)+len(selector.MatchExpressions) > 0 {
 		p, err := predicate.LabelSelectorPredicate(selector)
@@ -88,7 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
 		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
-		WatchesRawSource(source.Channel(r.Observed.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
+		WatchesRawSource(source.Channel(r.Applied.Events(), &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Build(r)
 	r.controller = c
@@ -98,7 +99,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 // watch makes changes of a kind's objects wake this controller, from the first release that
 // has one: which kinds a release creates depends on its values, and a kind no release has
 // needs no informer.
-func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
+func (r *StatusReconciler) watch(gvk schema.GroupVersionKind) error {
 	if _, done := r.watched.LoadOrStore(gvk, struct{}{}); done {
 		return nil
 	}
@@ -110,7 +111,7 @@ func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
 }
 
 // Reconcile recomputes the status and patches what changed.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -136,8 +137,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Objects count only while the release is deployed: a failing install creates objects and
 	// removes them again on rollback, and following that churn would only race the Helm
 	// reconciler's own status writes.
-	isDeployed := deployed(current)
-	var objects []ReleaseObject
+	isDeployed := status.Deployed(current)
+	var objects []status.ReleaseObject
 	if isDeployed {
 		var err error
 		if objects, err = r.releaseObjects(ctx, req.NamespacedName, current); err != nil {
@@ -154,17 +155,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, err := range evaluated.Errors {
 		log.FromContext(ctx).Error(err, "status expression failed; its field is left out")
 	}
-	computed := Computed{Fields: evaluated.Fields,
-		Conditions: append([]chartapi.ConditionValue{Ready(isDeployed, objects)}, evaluated.Conditions...)}
-	if generation, ok := r.Observed.Generation(req.NamespacedName, obj.GetUID()); ok {
+	computed := status.Computed{Fields: evaluated.Fields,
+		Conditions: append([]chartapi.ConditionValue{status.Ready(isDeployed, objects)}, evaluated.Conditions...)}
+	if generation, ok := r.Applied.Generation(req.NamespacedName, obj.GetUID()); ok {
 		computed.ObservedGeneration = &generation
 	}
-	desired := Apply(current, r.own, computed, metav1.Now())
-	changed := MergePatch(current, desired)
+	desired := status.Apply(current, r.own, computed, metav1.Now())
+	changed := status.MergePatch(current, desired)
 	if len(changed) == 0 {
 		return ctrl.Result{}, nil
 	}
-	// Only the fields that changed are sent: client.MergeFrom would serialise and diff the whole
+	// Only the fields that changed are sent: client.MergeFrom would serialize and diff the whole
 	// object twice, deployedRelease's manifest included, for a patch of two fields. The
 	// resourceVersion is an optimistic lock: it keeps a concurrent write of the Helm reconciler's
 	// conditions from being overwritten; on conflict the next event brings us back.
@@ -177,34 +178,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsConflict(err) {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: coalesceDelay}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.Observed.Forget(key)
-	r.manifests.forget(key)
+func (r *StatusReconciler) forget(key types.NamespacedName) {
+	r.Applied.Forget(key)
+	r.manifests.Forget(key)
 }
 
 // Remembered returns how many resources this controller remembers an applied generation of,
 // and a parsed manifest.
-func (r *Reconciler) Remembered() (generations, manifests int) {
-	return r.Observed.Len(), r.manifests.size()
+func (r *StatusReconciler) Remembered() (generations, manifests int) {
+	return r.Applied.Len(), r.manifests.Size()
 }
 
 // releaseObjects reads the objects of the deployed release, as its manifest names them, from the
 // cache (release objects are cached by their label), without copying them: they are only read.
 // Objects the cache holds typed are converted to the maps that expressions and kstatus read.
-func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedName, status map[string]any) ([]ReleaseObject, error) {
-	manifest, _, _ := unstructured.NestedString(status, "deployedRelease", "manifest")
-	refs, err := r.manifests.refs(key, manifest, r.namespaced)
+func (r *StatusReconciler) releaseObjects(ctx context.Context, key types.NamespacedName, current map[string]any) ([]status.ReleaseObject, error) {
+	manifest, _, _ := unstructured.NestedString(current, "deployedRelease", "manifest")
+	refs, err := r.manifests.Refs(key, manifest, r.namespaced)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ReleaseObject, 0, len(refs))
+	out := make([]status.ReleaseObject, 0, len(refs))
 	for _, ref := range refs {
-		o := ReleaseObject{Ref: ref}
+		o := status.ReleaseObject{Ref: ref}
 		if !ref.Opaque() {
 			if err := r.watch(ref.GVK); err != nil {
 				return nil, err
@@ -225,7 +226,7 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 	return out, nil
 }
 
-func (r *Reconciler) namespaced(gvk schema.GroupVersionKind) bool {
+func (r *StatusReconciler) namespaced(gvk schema.GroupVersionKind) bool {
 	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
 }

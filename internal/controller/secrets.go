@@ -1,4 +1,4 @@
-package values
+package controller
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/values"
 )
 
 // WatchCheckedSecrets re-reconciles the custom resources whose checked values (paths, from the
@@ -77,10 +78,10 @@ func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKi
 	}
 	var requests []reconcile.Request
 	for _, item := range list.Items {
-		spec, _, _ := unstructured.NestedFieldNoCopy(item.Object, "spec")
-		values, _ := spec.(map[string]any)
+		field, _, _ := unstructured.NestedFieldNoCopy(item.Object, "spec")
+		spec, _ := field.(map[string]any)
 		for _, p := range paths {
-			if ValueAt(values, p) == secret.GetName() {
+			if values.ValueAt(spec, p) == secret.GetName() {
 				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
 				break
 			}

@@ -1,10 +1,9 @@
-package status
+package controller
 
 import (
 	"context"
 	"time"
 
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -12,8 +11,8 @@ import (
 )
 
 // coalesceDelay is how long a request waits in the queue, so that the bursts of events a
-// rollout brings (a Deployment's status changes three or four times in a second) end in one
-// status write. Measured on 1000 MyProxies: without it, 3 status writes per MyProxy.
+// rollout brings (a Deployment's status changes several times in a second) end in one status
+// write.
 const coalesceDelay = 500 * time.Millisecond
 
 // coalesced delays every request the handler enqueues by coalesceDelay; the queue holds one
@@ -22,26 +21,24 @@ func coalesced(h handler.EventHandler) handler.EventHandler { return coalescing{
 
 type coalescing struct{ handler.EventHandler }
 
-type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-func (c coalescing) Create(ctx context.Context, e event.CreateEvent, q queue) {
+func (c coalescing) Create(ctx context.Context, e event.CreateEvent, q requestQueue) {
 	c.EventHandler.Create(ctx, e, delayed{q})
 }
 
-func (c coalescing) Update(ctx context.Context, e event.UpdateEvent, q queue) {
+func (c coalescing) Update(ctx context.Context, e event.UpdateEvent, q requestQueue) {
 	c.EventHandler.Update(ctx, e, delayed{q})
 }
 
-func (c coalescing) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
+func (c coalescing) Delete(ctx context.Context, e event.DeleteEvent, q requestQueue) {
 	c.EventHandler.Delete(ctx, e, delayed{q})
 }
 
-func (c coalescing) Generic(ctx context.Context, e event.GenericEvent, q queue) {
+func (c coalescing) Generic(ctx context.Context, e event.GenericEvent, q requestQueue) {
 	c.EventHandler.Generic(ctx, e, delayed{q})
 }
 
 // delayed turns Add into AddAfter.
-type delayed struct{ queue }
+type delayed struct{ requestQueue }
 
 func (d delayed) Add(r reconcile.Request) { d.AddAfter(r, coalesceDelay) }
 

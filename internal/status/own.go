@@ -4,21 +4,20 @@ import (
 	"fmt"
 	"reflect"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/objcompare"
 )
 
-// Own is what this package writes in a kind's status: the declared fields, observedGeneration
-// and the conditions it sets (Ready and the declared ones).
+// Own is what the status controller writes in a kind's status: the declared fields,
+// observedGeneration and the conditions it sets (Ready and the declared ones).
 type Own struct {
 	Fields     []string
 	Conditions []string
-	ignore     objcompare.Ignore
+	written    objcompare.Ignore
 }
 
-func ownOf(s chartapi.Status) Own {
+// OwnOf returns what the status controller writes for a kind with this status declaration.
+func OwnOf(s chartapi.Status) Own {
 	own := Own{Fields: s.FieldNames(), Conditions: s.ConditionTypes()}
 	mine := map[string]bool{}
 	for _, c := range own.Conditions {
@@ -30,28 +29,16 @@ func ownOf(s chartapi.Status) Own {
 	for _, f := range own.Fields {
 		st[f] = nil
 	}
-	own.ignore = objcompare.Ignore{
+	own.written = objcompare.Ignore{
 		"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil},
 		"status":   st,
 	}
 	return own
 }
 
-// ChangedBeyond reports whether an update of a custom resource changed anything besides what
-// this package writes. Updates that did not are of no interest to any controller: without this
-// filter each of this controller's writes would make it run again, and the objects a failing
-// install creates and rolls back would keep the two controllers triggering each other.
-func (own Own) ChangedBeyond(oldObj, newObj any) bool {
-	o, ok := oldObj.(*unstructured.Unstructured)
-	if !ok {
-		return true
-	}
-	n, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		return true
-	}
-	return !objcompare.Equal(o.Object, n.Object, own.ignore)
-}
+// Written is what the status controller's writes change in a whole custom resource, as the
+// fields objcompare.Equal ignores: two objects equal but for these differ only by its writes.
+func (own Own) Written() objcompare.Ignore { return own.written }
 
 func withoutConditions(conditions any, types map[string]bool) []any {
 	list, _ := conditions.([]any)

@@ -16,11 +16,11 @@ import (
 // wakeDelay is how long after a successful Helm action the status controller runs.
 const wakeDelay = time.Second
 
-// Observed remembers, per custom resource, the metadata.generation that the Helm reconciler
+// AppliedGenerations remembers, per custom resource, the metadata.generation that the Helm reconciler
 // last applied successfully; it becomes status.observedGeneration. It is filled by a post hook
 // of the Helm reconciler, which runs after every successful install, upgrade or reconcile.
 // After a restart it fills again: the reconciler reconciles every resource on start.
-type Observed struct {
+type AppliedGenerations struct {
 	mu          sync.Mutex
 	generations map[types.NamespacedName]applied
 	events      chan event.TypedGenericEvent[*unstructured.Unstructured]
@@ -33,16 +33,16 @@ type applied struct {
 	generation int64
 }
 
-// NewObserved returns an empty record.
-func NewObserved() *Observed {
-	return &Observed{
+// NewAppliedGenerations returns an empty record.
+func NewAppliedGenerations() *AppliedGenerations {
+	return &AppliedGenerations{
 		generations: map[types.NamespacedName]applied{},
 		events:      make(chan event.TypedGenericEvent[*unstructured.Unstructured], 1024),
 	}
 }
 
 // PostHook records the applied generation and wakes the status controller.
-func (o *Observed) PostHook() hook.PostHook {
+func (o *AppliedGenerations) PostHook() hook.PostHook {
 	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
 		key, now := client.ObjectKeyFromObject(obj), applied{uid: obj.GetUID(), generation: obj.GetGeneration()}
 		o.mu.Lock()
@@ -67,7 +67,7 @@ func (o *Observed) PostHook() hook.PostHook {
 }
 
 // Generation returns the last applied generation of a resource, if any.
-func (o *Observed) Generation(key types.NamespacedName, uid types.UID) (int64, bool) {
+func (o *AppliedGenerations) Generation(key types.NamespacedName, uid types.UID) (int64, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	a, ok := o.generations[key]
@@ -75,15 +75,21 @@ func (o *Observed) Generation(key types.NamespacedName, uid types.UID) (int64, b
 }
 
 // Forget drops a resource that is being deleted or gone.
-func (o *Observed) Forget(key types.NamespacedName) {
+func (o *AppliedGenerations) Forget(key types.NamespacedName) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.generations, key)
 }
 
 // Len returns the number of resources remembered.
-func (o *Observed) Len() int {
+func (o *AppliedGenerations) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.generations)
+}
+
+// Events delivers a custom resource some time after each successful Helm action on it, for the
+// status controller's watch.
+func (o *AppliedGenerations) Events() <-chan event.TypedGenericEvent[*unstructured.Unstructured] {
+	return o.events
 }

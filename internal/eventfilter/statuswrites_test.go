@@ -1,4 +1,4 @@
-package status
+package eventfilter
 
 import (
 	"testing"
@@ -6,9 +6,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/status"
 )
 
-func TestChangedBeyondOwnPart(t *testing.T) {
+func TestChangedBeyondStatusWrites(t *testing.T) {
 	base := func() *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
 			"metadata": map[string]any{"name": "p", "resourceVersion": "1", "generation": int64(1)},
@@ -27,35 +28,35 @@ func TestChangedBeyondOwnPart(t *testing.T) {
 		mutate func(u *unstructured.Unstructured)
 		want   bool
 	}{
-		{"resourceVersion only", func(u *unstructured.Unstructured) { u.SetResourceVersion("2") }, false},
-		{"own fields only", func(u *unstructured.Unstructured) {
+		{name: "resourceVersion only", mutate: func(u *unstructured.Unstructured) { u.SetResourceVersion("2") }, want: false},
+		{name: "own fields only", mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, int64(2), "status", "readyReplicas")
 			_ = unstructured.SetNestedField(u.Object, "http://p.ns.svc:80", "status", "url")
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			conds[1].(map[string]any)["status"] = "True"
 			_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
-		}, false},
-		{"spec", func(u *unstructured.Unstructured) {
+		}, want: false},
+		{name: "spec", mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, int64(3), "spec", "replicas")
-		}, true},
-		{"the Helm reconciler's condition", func(u *unstructured.Unstructured) {
+		}, want: true},
+		{name: "the Helm reconciler's condition", mutate: func(u *unstructured.Unstructured) {
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			conds[0].(map[string]any)["status"] = "False"
 			_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
-		}, true},
-		{"the Helm reconciler drops own fields while writing its own", func(u *unstructured.Unstructured) {
+		}, want: true},
+		{name: "the Helm reconciler drops own fields while writing its own", mutate: func(u *unstructured.Unstructured) {
 			u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "False"}}}
-		}, true},
-		{"finalizers", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }, true},
+		}, want: true},
+		{name: "finalizers", mutate: func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }, want: true},
 	}
-	own := ownOf(chartapi.Status{
+	changed := ChangedBeyondStatusWrites(status.OwnOf(chartapi.Status{
 		Fields:     map[string]chartapi.Field{"replicas": {}, "readyReplicas": {}, "url": {}},
 		Conditions: []chartapi.Condition{{Type: "Available"}},
-	})
+	}))
 	for _, c := range cases {
 		old, updated := base(), base()
 		c.mutate(updated)
-		if got := own.ChangedBeyond(old, updated); got != c.want {
+		if got := changed(old, updated); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 		if old.GetResourceVersion() != "1" {
