@@ -14,6 +14,7 @@ mkdir -p "$state"
 
 started_cluster=0
 if [ -z "${KUBECONFIG:-}" ]; then
+  echo "demo: waiting for the local cluster (built from Go modules on first use: each component says how far it is)"
   hack/cluster/cluster.sh status || { hack/cluster/cluster.sh up; started_cluster=1; }
   eval "$(hack/cluster/cluster.sh env)"
 fi
@@ -35,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-echo "demo: installing the MyProxy CRD"
+echo "demo: installing the MyProxy CRD and waiting until the apiserver serves it"
 "$KUSTOMIZE" build config/crd | kubectl apply --server-side --force-conflicts -f - >/dev/null
 kubectl wait --for=condition=Established crd/myproxies.gateway.example.com --timeout=30s >/dev/null
 
@@ -54,8 +55,10 @@ fi
 echo "demo: applying config/samples"
 "$KUSTOMIZE" build config/samples | kubectl apply -f -
 sample=$(kubectl get -f config/samples/gateway_v1alpha1_myproxy.yaml -o jsonpath='{.metadata.name}')
+echo "demo: waiting for myproxy/$sample to be Deployed (the operator installs its Helm release)"
 kubectl wait --for=condition=Deployed "myproxy/$sample" --timeout=180s
-kubectl wait --for=condition=Available "deployment/$sample" --timeout=180s
+echo "demo: waiting for its proxy Pods to be ready (condition Available)"
+kubectl wait --for=condition=Available "myproxy/$sample" --timeout=180s
 
 echo
 kubectl get myproxies,deployments,services

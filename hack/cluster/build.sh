@@ -3,8 +3,9 @@
 # kwok) from the Go modules pinned in hack/cluster/{kube,kwok}/go.mod into $CLUSTER_BIN.
 #
 # A binary is rebuilt only when it is missing or when the go.mod/go.sum it comes from changed
-# (a stamp file records their digest), so later runs cost nothing. The first build takes about
-# 10 minutes on 2 cores; the Go build cache makes rebuilds much faster.
+# (a stamp file records their digest), so later runs cost nothing. Each binary is built on its
+# own, through hack/progress.sh, so that a first build (minutes per binary on 2 cores) says what
+# it is doing; the Go build cache makes rebuilds much faster.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,28 +13,32 @@ root=$(cd "$here/../.." && pwd)
 bin=${CLUSTER_BIN:-$root/bin/cluster}
 mkdir -p "$bin"
 
-# build_module DIR PKG... : go build each PKG of the module in DIR unless its stamp matches.
+# build_module DIR PKG=ESTIMATE... : go build each PKG of the module in DIR, one after the other
+# (ESTIMATE: what its first build takes), unless its binary exists and the stamp matches.
 build_module() {
   local dir=$1; shift
   local stamp="$bin/.stamp-$(basename "$dir")"
   local want; want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -d' ' -f1)
-  local missing=0 pkg
-  for pkg in "$@"; do [ -x "$bin/$(basename "$pkg")" ] || missing=1; done
+  local missing=0 spec pkg
+  for spec in "$@"; do pkg=${spec%=*}; [ -x "$bin/$(basename "$pkg")" ] || missing=1; done
   if [ "$missing" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     return 0
   fi
-  echo "cluster: building $* (first build takes minutes)" >&2
-  local start=$SECONDS
-  (cd "$dir" && go build -o "$bin/" "$@")
+  echo "cluster: building the control plane from $dir/go.mod into $bin" >&2
+  local i=0
+  for spec in "$@"; do
+    i=$((i + 1))
+    pkg=${spec%=*}
+    (cd "$dir" && "$root/hack/progress.sh" "control plane $i/$#: $(basename "$pkg")" "${spec##*=}" go build -o "$bin/" "$pkg")
+  done
   echo "$want" > "$stamp"
-  echo "cluster: built in $((SECONDS - start))s" >&2
 }
 
-build_module "$here/kube" ./etcd \
-  k8s.io/kubernetes/cmd/kube-apiserver \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler
-build_module "$here/kwok" sigs.k8s.io/kwok/cmd/kwok
+build_module "$here/kube" ./etcd=2m \
+  k8s.io/kubernetes/cmd/kube-apiserver=5m \
+  k8s.io/kubernetes/cmd/kube-controller-manager=3m \
+  k8s.io/kubernetes/cmd/kube-scheduler=1m
+build_module "$here/kwok" sigs.k8s.io/kwok/cmd/kwok=2m
 
 # envtest looks for etcd, kube-apiserver and kubectl in one folder (KUBEBUILDER_ASSETS).
 kubectl_path=$(command -v kubectl || true)

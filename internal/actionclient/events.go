@@ -11,21 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/example/myproxy-operator/internal/annotations"
-)
-
-// Event reasons, one per outcome of a Helm action.
-const (
-	ReasonInstalled             = "Installed"
-	ReasonInstallFailed         = "InstallFailed"
-	ReasonUpgraded              = "Upgraded"
-	ReasonUpgradeFailed         = "UpgradeFailed"
-	ReasonReleaseCheckFailed    = "ReleaseCheckFailed"
-	ReasonUninstalled           = "Uninstalled"
-	ReasonUninstallFailed       = "UninstallFailed"
-	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
-	ReasonReleaseLookupFailed   = "ReleaseLookupFailed"
-	ReasonActionClientFailed    = "ActionClientFailed"
-	ReasonUninstallWaiting      = "UninstallWaiting"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // Events records an Event on the custom resource for every install, upgrade and uninstall, and
@@ -47,44 +33,44 @@ func (e Events) Observe(o Outcome) {
 	}
 	var waiting *WaitingForDeletionError
 	if errors.As(o.Err, &waiting) {
-		normal(ReasonUninstallWaiting, "%s", waiting.Error())
+		normal(names.ReasonUninstallWaiting, "%s", waiting.Error())
 		return
 	}
 	switch o.Action {
 	case Client:
-		warn(ReasonActionClientFailed, "cannot create a Helm client: %v", o.Err)
+		warn(names.ReasonActionClientFailed, "cannot create a Helm client: %v", o.Err)
 	case Get:
 		if o.Err != nil {
-			warn(ReasonReleaseLookupFailed, "cannot read Helm release %s: %v", o.Release, o.Err)
+			warn(names.ReasonReleaseLookupFailed, "cannot read Helm release %s: %v", o.Release, o.Err)
 		}
 	case Install:
 		if o.Err != nil {
-			warn(ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForInstall), o.Err)
+			warn(names.ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForInstall), o.Err)
 		} else {
-			normal(ReasonInstalled, "installed release %s revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
+			normal(names.ReasonInstalled, "installed release %s revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
 				chartRef(o.Chart), with(o, annotations.ForInstall))
 		}
 	case Upgrade:
 		if o.Err != nil {
-			warn(ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForUpgrade), o.Err)
+			warn(names.ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForUpgrade), o.Err)
 		} else {
-			normal(ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
+			normal(names.ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
 				chartRef(o.Chart), with(o, annotations.ForUpgrade))
 		}
 	case Check:
 		// A check that passes changes nothing and is not worth an Event.
 		if o.Err != nil {
-			warn(ReasonReleaseCheckFailed, "cannot render chart %s for the current spec: %v", chartRef(o.Chart), o.Err)
+			warn(names.ReasonReleaseCheckFailed, "cannot render chart %s for the current spec: %v", chartRef(o.Chart), o.Err)
 		}
 	case Uninstall:
 		if o.Err != nil {
-			warn(ReasonUninstallFailed, "uninstall of release %s failed%s: %v", o.Release, with(o, annotations.ForUninstall), o.Err)
+			warn(names.ReasonUninstallFailed, "uninstall of release %s failed%s: %v", o.Release, with(o, annotations.ForUninstall), o.Err)
 		} else {
-			normal(ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, annotations.ForUninstall))
+			normal(names.ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, annotations.ForUninstall))
 		}
 	case Reconcile:
 		if o.Err != nil {
-			warn(ReasonDriftCorrectionFailed, "cannot restore the objects of release %s revision %d: %v",
+			warn(names.ReasonDriftCorrectionFailed, "cannot restore the objects of release %s revision %d: %v",
 				o.Release, o.Result.Version, o.Err)
 		}
 	}

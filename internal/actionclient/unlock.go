@@ -11,10 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-)
 
-// ReasonReleaseUnlocked is the Event reason for a release freed from a pending state.
-const ReasonReleaseUnlocked = "ReleaseUnlocked"
+	"github.com/example/myproxy-operator/internal/names"
+)
 
 // Unlocked returns a getter whose action clients repair a release that an interrupted action
 // left pending (pending-install, pending-upgrade, pending-rollback): the operator was killed
@@ -97,7 +96,7 @@ func (c *unlockingClient) Get(name string, opts ...helmclient.GetOption) (*relea
 	if err := c.Config().Releases.Update(rel); err != nil {
 		return nil, fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", name, rel.Version, was, err)
 	}
-	c.recorder.Eventf(c.obj, corev1.EventTypeWarning, ReasonReleaseUnlocked,
+	c.recorder.Eventf(c.obj, corev1.EventTypeWarning, names.ReasonReleaseUnlocked,
 		"release %s revision %d was left %s by an interrupted action; marked failed to retry (%s)", name, rel.Version, was, why)
 	return rel, nil
 }

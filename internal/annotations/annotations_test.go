@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 func withAnnotations(a map[string]string) *unstructured.Unstructured {
@@ -76,8 +78,8 @@ func TestPauseHandlerRecordsTransitions(t *testing.T) {
 	if paused, _ := pause(context.Background(), obj); !paused {
 		t.Fatal("not paused with the annotation true")
 	}
-	if ev := <-recorder.Events; !strings.Contains(ev, ReasonPaused) {
-		t.Errorf("event %q, want %s", ev, ReasonPaused)
+	if ev := <-recorder.Events; !strings.Contains(ev, names.ReasonReconcilePaused) {
+		t.Errorf("event %q, want %s", ev, names.ReasonReconcilePaused)
 	}
 	// The plugins set Paused=True; while it stays paused, no more Events.
 	_ = unstructured.SetNestedSlice(obj.Object, []any{map[string]any{"type": "Paused", "status": "True"}}, "status", "conditions")
@@ -86,8 +88,8 @@ func TestPauseHandlerRecordsTransitions(t *testing.T) {
 	if paused, _ := pause(context.Background(), obj); paused {
 		t.Fatal("paused without the annotation")
 	}
-	if ev := <-recorder.Events; !strings.Contains(ev, ReasonResumed) {
-		t.Errorf("event %q, want %s", ev, ReasonResumed)
+	if ev := <-recorder.Events; !strings.Contains(ev, names.ReasonReconcileResumed) {
+		t.Errorf("event %q, want %s", ev, names.ReasonReconcileResumed)
 	}
 	if len(recorder.Events) != 0 {
 		t.Errorf("extra events: %d", len(recorder.Events))

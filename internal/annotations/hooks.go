@@ -14,17 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-)
 
-// Event reasons for the pause annotation.
-const (
-	ReasonPaused  = "ReconcilePaused"
-	ReasonResumed = "ReconcileResumed"
-	ReasonInvalid = "InvalidAnnotation"
+	"github.com/example/myproxy-operator/internal/names"
 )
-
-// conditionPaused is the plugins' condition type for a paused resource.
-const conditionPaused = "Paused"
 
 // PauseHandler pauses every action on a custom resource whose PauseReconcile annotation is
 // "true" (the plugins then set Paused=True and return before reading the release), and records
@@ -36,10 +28,10 @@ func PauseHandler(recorder record.EventRecorder) reconciler.PauseReconcileHandle
 		was := pausedCondition(obj)
 		switch {
 		case paused && !was:
-			recorder.Eventf(obj, corev1.EventTypeNormal, ReasonPaused,
+			recorder.Eventf(obj, corev1.EventTypeNormal, names.ReasonReconcilePaused,
 				"%s=true: no install, upgrade, drift correction or uninstall until it is removed", PauseReconcile)
 		case !paused && was:
-			recorder.Eventf(obj, corev1.EventTypeNormal, ReasonResumed, "%s removed: reconciling again", PauseReconcile)
+			recorder.Eventf(obj, corev1.EventTypeNormal, names.ReasonReconcileResumed, "%s removed: reconciling again", PauseReconcile)
 		}
 		return paused, err
 	}
@@ -48,7 +40,7 @@ func PauseHandler(recorder record.EventRecorder) reconciler.PauseReconcileHandle
 func pausedCondition(obj *unstructured.Unstructured) bool {
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == conditionPaused {
+		if m, ok := c.(map[string]any); ok && m["type"] == names.ConditionPaused {
 			return m["status"] == string(corev1.ConditionTrue)
 		}
 	}
@@ -61,7 +53,7 @@ func pausedCondition(obj *unstructured.Unstructured) bool {
 func CheckedTranslator(next values.Translator, recorder record.EventRecorder) values.Translator {
 	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
 		if err := Validate(obj); err != nil {
-			recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalid, err.Error())
+			recorder.Event(obj, corev1.EventTypeWarning, names.ReasonInvalidAnnotation, err.Error())
 			return nil, err
 		}
 		return next.Translate(ctx, obj)

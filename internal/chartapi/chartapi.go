@@ -11,6 +11,8 @@ import (
 	"sort"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // FileName is the declaration's file in a chart's directory.
@@ -193,8 +195,9 @@ var (
 // Reserved status fields and condition types: the Helm reconciler's and this operator's.
 var (
 	reservedFields     = map[string]bool{"conditions": true, "deployedRelease": true, "observedGeneration": true}
-	reservedConditions = map[string]bool{"Initialized": true, "Deployed": true, "ReleaseFailed": true,
-		"Irreconcilable": true, "Paused": true, ConditionReady: true}
+	reservedConditions = map[string]bool{names.ConditionInitialized: true, names.ConditionDeployed: true,
+		names.ConditionReleaseFailed: true, names.ConditionIrreconcilable: true, names.ConditionPaused: true,
+		names.ConditionReady: true}
 )
 
 // Parse decodes and checks the shape of a declaration.
@@ -280,13 +283,9 @@ func (s Status) FieldNames() []string {
 
 // ConditionTypes returns the declared condition types and Ready, which every kind has.
 func (s Status) ConditionTypes() []string {
-	types := []string{ConditionReady}
+	types := []string{names.ConditionReady} // every kind gets Ready
 	for _, c := range s.Conditions {
 		types = append(types, c.Type)
 	}
 	return types
 }
-
-// ConditionReady is the condition every kind gets: every live object of a deployed release is
-// ready by the kstatus rules.
-const ConditionReady = "Ready"

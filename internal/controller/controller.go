@@ -28,6 +28,7 @@ import (
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/renderinputs"
@@ -37,18 +38,16 @@ import (
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
-// Defaults apply to watches.yaml entries that leave a setting out.
-type Defaults struct {
-	MaxConcurrentReconciles int
-	ReconcilePeriod         time.Duration
-	MaxReleaseHistory       int
-	ChartRolloutRate        float64 // upgrades per second caused by a new chart; 0: no limit
-	Unlock                  actionclient.SoleWriter
+// Process is what the running process gives every controller beside its options.
+type Process struct {
+	// Unlock tells whether this process may be the only writer of a release.
+	Unlock actionclient.SoleWriter
 	// Own learns what the operator itself deletes and writes; the manager's event filters ask it.
 	Own *ownwrites.Registry
 }
 
-// Settings is what one reconciler runs with, after merging a watches.yaml entry with Defaults.
+// Settings is what one reconciler runs with, after merging a watches.yaml entry with the
+// operator's options (which hold the defaults of the entries' keys).
 type Settings struct {
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
@@ -58,9 +57,9 @@ type Settings struct {
 	SkipDependentWatches bool
 }
 
-// SettingsFor merges a watches.yaml entry with the defaults.
-func SettingsFor(w watches.Watch, d Defaults) Settings {
-	s := Settings{MaxConcurrentReconciles: d.MaxConcurrentReconciles, ReconcilePeriod: d.ReconcilePeriod}
+// SettingsFor merges a watches.yaml entry with the operator's options.
+func SettingsFor(w watches.Watch, o options.Options) Settings {
+	s := Settings{MaxConcurrentReconciles: o.MaxConcurrentReconciles, ReconcilePeriod: o.ReconcilePeriod}
 	if w.MaxConcurrentReconciles != nil {
 		s.MaxConcurrentReconciles = *w.MaxConcurrentReconciles
 	}
@@ -89,9 +88,10 @@ type shared struct {
 	records cache.Cache
 }
 
-// Setup creates and registers a reconciler for every watch.
-// namespaces are the watched namespaces (nil: all).
-func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[string]cache.Config) error {
+// Setup creates and registers the controllers of every watch, with the operator's options (the
+// flags, as parsed) and what the process shares with them. namespaces are the watched
+// namespaces (nil: all).
+func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config) error {
 	metrics, err := helmMetrics()
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -105,17 +105,17 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 	if err != nil {
 		return fmt.Errorf("creating the release record cache: %w", err)
 	}
-	own := d.Own
+	own := p.Own
 	if own == nil {
 		own = ownwrites.New()
 	}
-	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: d.Unlock, own: own, records: records}
+	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
 	}
-	if d.ChartRolloutRate > 0 {
-		sh.rollout = rate.NewLimiter(rate.Limit(d.ChartRolloutRate), 1)
+	if o.ChartRolloutRate > 0 {
+		sh.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
 	}
 	t, err := tracked()
 	if err != nil {
@@ -126,7 +126,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 	t.track("own_writes", "", own.Len)
 	var kinds []capabilityReader
 	for _, w := range ws {
-		k, err := setupOne(mgr, w, d, sh)
+		k, err := setupOne(mgr, w, o, sh)
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -135,8 +135,8 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, d Defaults, namespaces map[
 	return mgr.Add(&apiWatch{cache: sh.lookups.Cache(), reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
 }
 
-func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (capabilityReader, error) {
-	s := SettingsFor(w.Watch, d)
+func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared) (capabilityReader, error) {
+	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
 		helmclient.StorageDriverMapper(releasestore.Driver(sh.own)))
@@ -176,7 +176,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, d Defaults, sh shared) (cap
 		// Periodic reconciles are scheduled by annotations.PeriodHook, so that a custom
 		// resource's reconcile-period annotation replaces the watch's period instead of adding to it.
 		reconciler.WithReconcilePeriod(0),
-		reconciler.WithMaxReleaseHistory(d.MaxReleaseHistory),
+		reconciler.WithMaxReleaseHistory(o.MaxReleaseHistory),
 		// The release objects are watched by dependentWatches, below: the same rules in
 		// informers of the type cachedobject chooses.
 		reconciler.SkipDependentWatches(true),

@@ -18,21 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/ownwrites"
-)
-
-// Labels Helm's Secret storage driver puts on every release record.
-const (
-	recordOwnerLabel = "owner"
-	recordOwnerHelm  = "helm"
-	recordNameLabel  = "name"
 )
 
 // newRecordCache returns a cache, started by the manager, of the metadata of Helm release
 // records (Secrets labelled owner=helm) in the watched namespaces: names, labels and owner
 // references, not their content.
 func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
-	records := labels.SelectorFromSet(labels.Set{recordOwnerLabel: recordOwnerHelm})
+	records := labels.SelectorFromSet(labels.Set{names.RecordOwnerLabel: names.RecordOwnerHelm})
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: namespaces, DefaultLabelSelector: records,
@@ -99,7 +93,7 @@ func (h recordHandler) Generic(context.Context, event.GenericEvent, requestQueue
 // (the plugins set one on every record they write), or for a record made by hand with the Helm
 // CLI, which has none, the resource named as the release.
 func (h recordHandler) enqueueOwner(record client.Object, q requestQueue) {
-	name := record.GetLabels()[recordNameLabel]
+	name := record.GetLabels()[names.RecordNameLabel]
 	if ref := metav1.GetControllerOf(record); ref != nil {
 		if schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind) != h.gvk {
 			return

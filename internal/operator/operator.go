@@ -32,6 +32,7 @@ import (
 	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/metricsauth"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/watchesfile"
@@ -147,14 +148,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	err = controller.Setup(mgr, entries, controller.Defaults{
-		MaxConcurrentReconciles: o.MaxConcurrentReconciles,
-		ReconcilePeriod:         o.ReconcilePeriod,
-		MaxReleaseHistory:       o.MaxReleaseHistory,
-		ChartRolloutRate:        o.ChartRolloutRate,
-		Unlock:                  writer,
-		Own:                     own,
-	}, namespaces)
+	err = controller.Setup(mgr, entries, o, controller.Process{Unlock: writer, Own: own}, namespaces)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +192,7 @@ func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.
 	// "owner exists and does not": no Secret. The Helm reconciler watches Secrets for its
 	// release records, whose events eventFilters drops anyway; TLS Secrets are watched through
 	// a metadata-only cache of their own (controller.NewSecretMetadataCache).
-	noSecret, _ := labels.Parse("owner,!owner") // constant: cannot fail
+	noSecret, _ := labels.Parse(names.RecordOwnerLabel + ",!" + names.RecordOwnerLabel) // constant: cannot fail
 	byObject := map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: noSecret}}
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
@@ -243,7 +237,7 @@ func stripManagedFields(in any) (any, error) {
 //     re-enqueues itself at once and retries in a tight loop instead of backing off.
 func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Filter {
 	filters := map[schema.GroupVersionKind]eventfilter.Filter{
-		corev1.SchemeGroupVersion.WithKind("Secret"): eventfilter.IgnoreLabelled("owner", "helm"),
+		corev1.SchemeGroupVersion.WithKind("Secret"): eventfilter.IgnoreLabelled(names.RecordOwnerLabel, names.RecordOwnerHelm),
 	}
 	for _, w := range ws {
 		filters[w.GroupVersionKind] = eventfilter.IgnoreStatusOnlyChanges()

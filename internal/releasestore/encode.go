@@ -19,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // pooledSecrets is Helm's Secrets driver with its writes replaced by ones that encode the
@@ -84,8 +86,8 @@ func recordSecret(key string, rls *release.Release, stamp string) (*corev1.Secre
 		lbs = map[string]string{}
 	}
 	lbs[stamp] = strconv.FormatInt(time.Now().Unix(), 10)
-	lbs["name"] = rls.Name
-	lbs["owner"] = "helm"
+	lbs[names.RecordNameLabel] = rls.Name
+	lbs[names.RecordOwnerLabel] = names.RecordOwnerHelm
 	lbs["status"] = rls.Info.Status.String()
 	lbs["version"] = strconv.Itoa(rls.Version)
 	return &corev1.Secret{

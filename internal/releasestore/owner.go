@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // OwnedBy wraps a Secrets client so that one custom resource sees only its own release records
@@ -66,7 +68,7 @@ func (o *ownedBy) Create(ctx context.Context, s *corev1.Secret, opts metav1.Crea
 	if getErr != nil || !o.foreign(existing) {
 		return out, err
 	}
-	return nil, &NameTakenError{Release: s.Labels["name"], Namespace: existing.Namespace, Holder: *metav1.GetControllerOf(existing)}
+	return nil, &NameTakenError{Release: s.Labels[names.RecordNameLabel], Namespace: existing.Namespace, Holder: *metav1.GetControllerOf(existing)}
 }
 
 // NameTakenError is an install refused because another resource's release has the name.

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // Computed is what this package writes into a status: the declared fields that have a value,
@@ -48,7 +49,7 @@ const fieldObservedGeneration = "observedGeneration"
 func Deployed(status map[string]any) bool {
 	conds, _ := status["conditions"].([]any)
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Deployed" {
+		if m, ok := c.(map[string]any); ok && m["type"] == names.ConditionDeployed {
 			return m["status"] == "True"
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 func conditionOf(t *testing.T, status map[string]any, conditionType string) map[string]any {
@@ -21,7 +22,7 @@ func conditionOf(t *testing.T, status map[string]any, conditionType string) map[
 	return nil
 }
 
-var ownReplicasAndURL = Own{Fields: []string{"replicas", "url"}, Conditions: []string{chartapi.ConditionReady}}
+var ownReplicasAndURL = Own{Fields: []string{"replicas", "url"}, Conditions: []string{names.ConditionReady}}
 
 func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
 	current := map[string]any{
@@ -108,12 +109,12 @@ func TestReadyFollowsTheKstatusRules(t *testing.T) {
 		status   string
 		reason   string
 	}{
-		{name: "not deployed", deployed: false, objects: []ReleaseObject{configMap}, status: "False", reason: ReasonNotDeployed},
-		{name: "all current", deployed: true, objects: []ReleaseObject{configMap, secret, deploymentObject(2, 3)}, status: "True", reason: ReasonObjectsReady},
-		{name: "rolling out", deployed: true, objects: []ReleaseObject{configMap, deploymentObject(1, 3)}, status: "False", reason: ReasonObjectsInProgress},
-		{name: "generation not observed", deployed: true, objects: []ReleaseObject{deploymentObject(2, 4)}, status: "False", reason: ReasonObjectsInProgress},
-		{name: "missing object", deployed: true, objects: []ReleaseObject{configMap, missing}, status: "False", reason: ReasonObjectsInProgress},
-		{name: "failed job", deployed: true, objects: []ReleaseObject{failedJob, deploymentObject(1, 3)}, status: "False", reason: ReasonObjectsFailed},
+		{name: "not deployed", deployed: false, objects: []ReleaseObject{configMap}, status: "False", reason: names.ReasonNotDeployed},
+		{name: "all current", deployed: true, objects: []ReleaseObject{configMap, secret, deploymentObject(2, 3)}, status: "True", reason: names.ReasonObjectsReady},
+		{name: "rolling out", deployed: true, objects: []ReleaseObject{configMap, deploymentObject(1, 3)}, status: "False", reason: names.ReasonObjectsInProgress},
+		{name: "generation not observed", deployed: true, objects: []ReleaseObject{deploymentObject(2, 4)}, status: "False", reason: names.ReasonObjectsInProgress},
+		{name: "missing object", deployed: true, objects: []ReleaseObject{configMap, missing}, status: "False", reason: names.ReasonObjectsInProgress},
+		{name: "failed job", deployed: true, objects: []ReleaseObject{failedJob, deploymentObject(1, 3)}, status: "False", reason: names.ReasonObjectsFailed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,14 +8,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-)
-
-// Reasons of the Ready condition.
-const (
-	ReasonObjectsReady      = "ObjectsReady"
-	ReasonObjectsInProgress = "ObjectsInProgress"
-	ReasonObjectsFailed     = "ObjectsFailed"
-	ReasonNotDeployed       = "ReleaseNotDeployed"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // maxListed bounds how many objects the Ready message names.
@@ -28,9 +21,9 @@ const maxListed = 5
 // address, and any kind with a Ready condition or an observedGeneration behind its generation
 // judged by them. An object of the release that is missing from the cluster is not ready.
 func Ready(isDeployed bool, objects []ReleaseObject) chartapi.ConditionValue {
-	c := chartapi.ConditionValue{Type: chartapi.ConditionReady}
+	c := chartapi.ConditionValue{Type: names.ConditionReady}
 	if !isDeployed {
-		c.Status, c.Reason, c.Message = "False", ReasonNotDeployed, "the release is not deployed (see the Deployed condition)"
+		c.Status, c.Reason, c.Message = "False", names.ReasonNotDeployed, "the release is not deployed (see the Deployed condition)"
 		return c
 	}
 	var failed, waiting []string
@@ -47,11 +40,11 @@ func Ready(isDeployed bool, objects []ReleaseObject) chartapi.ConditionValue {
 	}
 	switch {
 	case len(failed) > 0:
-		c.Status, c.Reason, c.Message = "False", ReasonObjectsFailed, listed(append(failed, waiting...))
+		c.Status, c.Reason, c.Message = "False", names.ReasonObjectsFailed, listed(append(failed, waiting...))
 	case len(waiting) > 0:
-		c.Status, c.Reason, c.Message = "False", ReasonObjectsInProgress, listed(waiting)
+		c.Status, c.Reason, c.Message = "False", names.ReasonObjectsInProgress, listed(waiting)
 	default:
-		c.Status, c.Reason, c.Message = "True", ReasonObjectsReady, fmt.Sprintf("%d of %d objects ready", len(objects), len(objects))
+		c.Status, c.Reason, c.Message = "True", names.ReasonObjectsReady, fmt.Sprintf("%d of %d objects ready", len(objects), len(objects))
 	}
 	return c
 }

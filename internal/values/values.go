@@ -21,10 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/names"
 )
-
-// ReasonInvalidSpec is the Event reason for a spec that passed the schema but cannot be used.
-const ReasonInvalidSpec = "InvalidSpec"
 
 // Translator turns a custom resource into chart values after running the declared checks.
 // Its errors name the field; the Helm reconciler puts them in the Irreconcilable condition
@@ -47,7 +45,7 @@ func (t Translator) Translate(ctx context.Context, obj *unstructured.Unstructure
 			continue
 		}
 		if err := t.checkSecret(ctx, obj.GetNamespace(), spec, *c.Secret); err != nil {
-			t.Recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalidSpec, err.Error())
+			t.Recorder.Event(obj, corev1.EventTypeWarning, names.ReasonInvalidSpec, err.Error())
 			return nil, err
 		}
 	}

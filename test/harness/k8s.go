@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +18,29 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
-// MyProxyGVK is the kind under test.
-var MyProxyGVK = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
+// MyProxyGVK is the kind under test, as the project's watches.yaml names it.
+var MyProxyGVK = watchedKind("MyProxy")
+
+// watchedKind returns the group, version and kind of the watches.yaml entry for kind.
+func watchedKind(kind string) schema.GroupVersionKind {
+	raw, err := os.ReadFile(filepath.Join(RepoRoot(), "watches.yaml"))
+	if err != nil {
+		panic(err)
+	}
+	var entries []struct{ Group, Version, Kind string }
+	if err := yaml.Unmarshal(raw, &entries); err != nil {
+		panic(fmt.Errorf("watches.yaml: %w", err))
+	}
+	for _, e := range entries {
+		if e.Kind == kind {
+			return schema.GroupVersionKind{Group: e.Group, Version: e.Version, Kind: e.Kind}
+		}
+	}
+	panic(fmt.Sprintf("watches.yaml has no entry for %s", kind))
+}
 
 // NewClient returns an uncached client for the cluster of cfg.
 func NewClient(t testing.TB, cfg *rest.Config) client.Client {

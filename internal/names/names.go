@@ -1,0 +1,61 @@
+// Package names holds the names the operator shares with its users and between its packages:
+// condition types and reasons, Event reasons, and the labels of Helm's release records. Users
+// read them in `kubectl describe`, alerts and scripts; each is written here once.
+package names
+
+// Condition types. helm-operator-plugins' reconciler sets the first five; the status
+// controller sets Ready (kind.yaml may declare more, never one of these).
+const (
+	ConditionInitialized    = "Initialized"
+	ConditionDeployed       = "Deployed"
+	ConditionReleaseFailed  = "ReleaseFailed"
+	ConditionIrreconcilable = "Irreconcilable"
+	ConditionPaused         = "Paused"
+	ConditionReady          = "Ready"
+)
+
+// Reasons of the Ready condition.
+const (
+	ReasonObjectsReady      = "ObjectsReady"
+	ReasonObjectsInProgress = "ObjectsInProgress"
+	ReasonObjectsFailed     = "ObjectsFailed"
+	ReasonNotDeployed       = "ReleaseNotDeployed"
+)
+
+// Event reasons, one per outcome of a Helm action.
+const (
+	ReasonInstalled             = "Installed"
+	ReasonInstallFailed         = "InstallFailed"
+	ReasonUpgraded              = "Upgraded"
+	ReasonUpgradeFailed         = "UpgradeFailed"
+	ReasonReleaseCheckFailed    = "ReleaseCheckFailed"
+	ReasonUninstalled           = "Uninstalled"
+	ReasonUninstallFailed       = "UninstallFailed"
+	ReasonDriftCorrectionFailed = "DriftCorrectionFailed"
+	ReasonReleaseLookupFailed   = "ReleaseLookupFailed"
+	ReasonActionClientFailed    = "ActionClientFailed"
+	ReasonUninstallWaiting      = "UninstallWaiting"
+	// ReasonReleaseUnlocked: a release freed from a pending state an interrupted action left.
+	ReasonReleaseUnlocked = "ReleaseUnlocked"
+)
+
+// Event reasons of what stops a reconcile before any Helm action.
+const (
+	// ReasonInvalidSpec: a spec that passed the schema but cannot be used (a value check failed).
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidAnnotation: an annotation value that cannot be used.
+	ReasonInvalidAnnotation = "InvalidAnnotation"
+	// ReasonReconcilePaused and ReasonReconcileResumed follow the pause-reconcile annotation.
+	ReasonReconcilePaused  = "ReconcilePaused"
+	ReasonReconcileResumed = "ReconcileResumed"
+)
+
+// Labels Helm's Secret storage driver puts on every release record.
+const (
+	RecordOwnerLabel = "owner"
+	RecordOwnerHelm  = "helm"
+	RecordNameLabel  = "name"
+)
+
+// RecordSelector selects Helm's release records among Secrets (a label selector string).
+const RecordSelector = RecordOwnerLabel + "=" + RecordOwnerHelm
