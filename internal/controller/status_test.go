@@ -1,0 +1,191 @@
+package controller
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/status"
+)
+
+var myProxyGVK = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
+
+// readerCache serves a cache's reads from a client; nothing else of the cache is used.
+type readerCache struct {
+	cache.Cache
+	reader client.Reader
+}
+
+func (c readerCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
+}
+
+// watchRecorder is a controller that records the watches added to it.
+type watchRecorder struct {
+	controller.Controller
+	mu      sync.Mutex
+	sources int
+}
+
+func (w *watchRecorder) Watch(source.TypedSource[ctrl.Request]) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sources++
+	return nil
+}
+
+const proxyManifest = `---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: edge
+  labels: {app.kubernetes.io/component: proxy}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: edge
+  labels: {app.kubernetes.io/component: proxy}
+`
+
+// statusReconciler returns a StatusReconciler for the project's MyProxy chart over objs, set up
+// as SetupWithManager would, without a manager.
+func statusReconciler(t *testing.T, objs ...client.Object) (*StatusReconciler, client.Client, *watchRecorder) {
+	t.Helper()
+	decl, err := chartapi.LoadChecked(filepath.Join("..", "..", "helm-charts", "myproxy"), myProxyGVK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(myProxyGVK)
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).WithStatusSubresource(cr).Build()
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{myProxyGVK, appsv1.SchemeGroupVersion.WithKind("Deployment"), corev1.SchemeGroupVersion.WithKind("Service")} {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	watches := &watchRecorder{}
+	r := &StatusReconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: status.NewAppliedGenerations(),
+		own: status.OwnOf(decl.Kind.Status), objects: readerCache{reader: c}, mapper: mapper, scheme: scheme.Scheme,
+		controller: watches, manifests: status.NewManifestRefs()}
+	return r, c, watches
+}
+
+func myProxy(conditions ...any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"replicas": int64(2)},
+	}}
+	u.SetGroupVersionKind(myProxyGVK)
+	u.SetNamespace("team")
+	u.SetName("edge")
+	u.SetGeneration(1)
+	if len(conditions) > 0 {
+		u.Object["status"] = map[string]any{"conditions": conditions,
+			"deployedRelease": map[string]any{"name": "edge", "manifest": proxyManifest}}
+	}
+	return u
+}
+
+func condition(typ, st string) map[string]any {
+	return map[string]any{"type": typ, "status": st, "reason": "Test", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+}
+
+func TestStatusReconcilerWritesTheDeclaredStatus(t *testing.T) {
+	labels := map[string]string{"app.kubernetes.io/component": "proxy", "app.kubernetes.io/instance": "edge"}
+	deployment := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels, Generation: 1},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1"}}}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}},
+	}
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	r, c, watches := statusReconciler(t, myProxy(condition(names.ConditionDeployed, "True")), deployment, service)
+	key := types.NamespacedName{Namespace: "team", Name: "edge"}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(myProxyGVK)
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		field []string
+		want  any
+	}{
+		{field: []string{"replicas"}, want: int64(2)},
+		{field: []string{"readyReplicas"}, want: int64(2)},
+		{field: []string{"image"}, want: "nginx:1"},
+		{field: []string{"url"}, want: "http://edge.team.svc:80"},
+		{field: []string{"selector"}, want: "app.kubernetes.io/component=proxy,app.kubernetes.io/instance=edge"},
+	}
+	for _, tt := range tests {
+		v, _, _ := unstructured.NestedFieldNoCopy(got.Object, append([]string{"status"}, tt.field...)...)
+		if v != tt.want {
+			t.Errorf("status.%v = %v (%T), want %v", tt.field, v, v, tt.want)
+		}
+	}
+	conds := map[string]string{}
+	list, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+	for _, item := range list {
+		m := item.(map[string]any)
+		conds[m["type"].(string)] = m["status"].(string)
+	}
+	for _, typ := range []string{names.ConditionDeployed, names.ConditionReady, "Available"} {
+		if conds[typ] != "True" {
+			t.Errorf("condition %s is %q, want True (all: %v)", typ, conds[typ], conds)
+		}
+	}
+	if watches.sources != 2 {
+		t.Errorf("%d kinds watched, want 2 (the Deployment's and the Service's)", watches.sources)
+	}
+}
+
+func TestStatusReconcilerWaitsForTheHelmReconciler(t *testing.T) {
+	r, c, watches := statusReconciler(t, myProxy())
+	key := types.NamespacedName{Namespace: "team", Name: "edge"}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(myProxyGVK)
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := got.Object["status"]; found || watches.sources != 0 {
+		t.Errorf("status written (%v) or kinds watched (%d) before the Helm reconciler's first status", got.Object["status"], watches.sources)
+	}
+}
+
+func TestStatusReconcilerForgetsDeletedResources(t *testing.T) {
+	r, _, _ := statusReconciler(t)
+	key := types.NamespacedName{Namespace: "team", Name: "gone"}
+	var gone []types.NamespacedName
+	r.Gone = func(k types.NamespacedName) { gone = append(gone, k) }
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) != 1 || gone[0] != key {
+		t.Errorf("Gone told %v, want %v", gone, key)
+	}
+}
