@@ -18,6 +18,9 @@
 //	                which subjects to run (the stock operator at its defaults and tuned as
 //	                this operator runs, helm-operator-plugins' own run command tuned)
 //	BENCH_DIR=bin/bench   cluster state, operator logs, results.json and results.md
+//	KEEP=1          keep the results of the subjects not run this time from the last
+//	                results.json (to run one subject again, e.g. after a disturbed run);
+//	                the report says which subjects were kept from when
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,6 +61,7 @@ type settings struct {
 	ourBin, stockBin string
 	pluginsBin       string
 	ourArgs          []string // extra flags for this operator
+	keep             bool     // keep the last results of subjects not run
 }
 
 func main() {
@@ -94,6 +99,7 @@ func loadSettings() (settings, error) {
 	}
 	// e.g. OPERATOR_ARGS=--pprof-bind-address=127.0.0.1:6060 to profile this operator under load
 	s.ourArgs = strings.Fields(os.Getenv("OPERATOR_ARGS"))
+	s.keep = os.Getenv("KEEP") == "1"
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -116,6 +122,11 @@ func run() error {
 	rep := &report{Started: time.Now(), Machine: fmt.Sprintf("%d cores", runtime.NumCPU()),
 		Command: fmt.Sprintf("make bench N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d",
 			s.n, s.lookups, s.idle, s.samples, s.stockSamples, s.unrelated)}
+	if s.keep {
+		if err := rep.keepFrom(filepath.Join(s.dir, "results.json"), s.subjects); err != nil {
+			return err
+		}
+	}
 	for _, name := range s.subjects {
 		var res fleetResult
 		switch name {
@@ -134,6 +145,7 @@ func run() error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		rep.Fleet = append(rep.Fleet, res)
+		rep.sortFleet()
 		if err := rep.write(s.dir); err != nil {
 			return err
 		}
@@ -153,7 +165,9 @@ func run() error {
 			if err != nil {
 				return fmt.Errorf("%s, memory: %w", name, err)
 			}
+			rep.Memory = slices.DeleteFunc(rep.Memory, func(k memoryResult) bool { return k.Subject == m.Subject })
 			rep.Memory = append(rep.Memory, m)
+			rep.sortFleet()
 		}
 	}
 	rep.evaluate()
@@ -162,6 +176,59 @@ func run() error {
 	}
 	rep.markdown(os.Stdout)
 	fmt.Fprintf(os.Stderr, "bench: results in %s/results.{json,md}\n", s.dir)
+	return nil
+}
+
+// subjectOrder is the order of the report's rows.
+var subjectOrder = []string{subjectLimit, subjectOurs, subjectStock, subjectStockTuned, subjectPlugins}
+
+func (r *report) sortFleet() {
+	slices.SortStableFunc(r.Fleet, func(a, b fleetResult) int {
+		return slices.Index(subjectOrder, a.Subject) - slices.Index(subjectOrder, b.Subject)
+	})
+	slices.SortStableFunc(r.Memory, func(a, b memoryResult) int {
+		return slices.Index(subjectOrder, a.Subject) - slices.Index(subjectOrder, b.Subject)
+	})
+}
+
+// keepFrom takes from the report at path the results of the subjects that will not run now.
+func (r *report) keepFrom(path string, running []string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("KEEP=1: %w", err)
+	}
+	var last report
+	if err := json.Unmarshal(raw, &last); err != nil {
+		return fmt.Errorf("KEEP=1: %s: %w", path, err)
+	}
+	if last.Command != r.Command {
+		return fmt.Errorf("KEEP=1: the last run had other settings (%s), this one: %s", last.Command, r.Command)
+	}
+	runs := map[string]bool{}
+	for _, name := range running {
+		switch name {
+		case "limit":
+			runs[subjectLimit] = true
+		case "myproxy-operator":
+			runs[subjectOurs] = true
+		default:
+			if peer, ok := peers[name]; ok {
+				runs[peer(settings{}).name] = true
+			}
+		}
+	}
+	for _, f := range last.Fleet {
+		if !runs[f.Subject] {
+			r.Fleet = append(r.Fleet, f)
+			r.Kept = append(r.Kept, fmt.Sprintf("%s (%s)", f.Subject, last.Started.Format(time.RFC3339)))
+		}
+	}
+	for _, m := range last.Memory {
+		if !runs[m.Subject] {
+			r.Memory = append(r.Memory, m)
+		}
+	}
+	r.sortFleet()
 	return nil
 }
 

@@ -57,6 +57,8 @@ type report struct {
 	Fleet   []fleetResult  `json:"fleet"`
 	Memory  []memoryResult `json:"memory"`
 	Targets []targetResult `json:"targets"`
+	// Kept are the subjects whose results come from an earlier run (KEEP=1), with its start.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // percentile of sorted-ascending values, nearest rank.
@@ -215,6 +217,9 @@ func (r *report) markdown(w io.Writer) {
 
 	fmt.Fprint(w, "# Benchmark results\n\nWritten by `make bench`; what each figure measures: [performance.md](performance.md).\n\n")
 	fmt.Fprintf(w, "`%s` on %s, %s.\n\n", r.Command, r.Machine, r.Started.Format("2006-01-02"))
+	if len(r.Kept) > 0 {
+		fmt.Fprintf(w, "Kept from an earlier run with the same settings (KEEP=1): %s.\n\n", strings.Join(r.Kept, "; "))
+	}
 	fmt.Fprintln(w, "Ratios to a peer are to the best peer on that column:", bestNames(bestTime, bestCPU, bestRSS)+".")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| subject | N | all Deployed | ×limit | ×best peer | all Available | CPU-s | ×best peer | peak RSS MiB | ×best peer | requests per CR |")

@@ -51,36 +51,36 @@ func TestEventsPerAction(t *testing.T) {
 		call func(helmclient.ActionInterface) error
 		want string // "" means no Event
 	}{
-		{"install", nil, func(c helmclient.ActionInterface) error { _, err := c.Install("p", "ns", chrt, nil); return err },
-			"Normal Installed installed release p revision 2 (chart myproxy-0.1.0)"},
-		{"install fails", boom, func(c helmclient.ActionInterface) error { _, err := c.Install("p", "ns", chrt, nil); return err },
-			"Warning InstallFailed install of chart myproxy-0.1.0 failed: boom"},
-		{"upgrade", nil, func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil); return err },
-			"Normal Upgraded upgraded release p to revision 2 (chart myproxy-0.1.0)"},
-		{"upgrade fails", boom, func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil); return err },
-			"Warning UpgradeFailed upgrade to chart myproxy-0.1.0 failed: boom"},
-		{"dry run is silent", nil, func(c helmclient.ActionInterface) error {
+		{name: "install", err: nil, call: func(c helmclient.ActionInterface) error { _, err := c.Install("p", "ns", chrt, nil); return err },
+			want: "Normal Installed installed release p revision 2 (chart myproxy-0.1.0)"},
+		{name: "install fails", err: boom, call: func(c helmclient.ActionInterface) error { _, err := c.Install("p", "ns", chrt, nil); return err },
+			want: "Warning InstallFailed install of chart myproxy-0.1.0 failed: boom"},
+		{name: "upgrade", err: nil, call: func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil); return err },
+			want: "Normal Upgraded upgraded release p to revision 2 (chart myproxy-0.1.0)"},
+		{name: "upgrade fails", err: boom, call: func(c helmclient.ActionInterface) error { _, err := c.Upgrade("p", "ns", chrt, nil); return err },
+			want: "Warning UpgradeFailed upgrade to chart myproxy-0.1.0 failed: boom"},
+		{name: "dry run is silent", err: nil, call: func(c helmclient.ActionInterface) error {
 			_, err := c.Upgrade("p", "ns", chrt, nil, dryRun)
 			return err
 		},
-			""},
-		{"dry run fails", boom, func(c helmclient.ActionInterface) error {
+			want: ""},
+		{name: "dry run fails", err: boom, call: func(c helmclient.ActionInterface) error {
 			_, err := c.Upgrade("p", "ns", chrt, nil, dryRun)
 			return err
 		},
-			"Warning ReleaseCheckFailed cannot render chart myproxy-0.1.0 for the current spec: boom"},
-		{"uninstall", nil, func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
-			"Normal Uninstalled uninstalled release p"},
-		{"uninstall of nothing is silent", driver.ErrReleaseNotFound, func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
-			""},
-		{"uninstall fails", boom, func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
-			"Warning UninstallFailed uninstall of release p failed: boom"},
-		{"get of missing release is silent", driver.ErrReleaseNotFound, func(c helmclient.ActionInterface) error { _, err := c.Get("p"); return err },
-			""},
-		{"get fails", boom, func(c helmclient.ActionInterface) error { _, err := c.Get("p"); return err },
-			"Warning ReleaseLookupFailed cannot read Helm release p: boom"},
-		{"drift correction fails", boom, func(c helmclient.ActionInterface) error { return c.Reconcile(&release.Release{Name: "p", Version: 3}) },
-			"Warning DriftCorrectionFailed cannot restore the objects of release p revision 3: boom"},
+			want: "Warning ReleaseCheckFailed cannot render chart myproxy-0.1.0 for the current spec: boom"},
+		{name: "uninstall", err: nil, call: func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
+			want: "Normal Uninstalled uninstalled release p"},
+		{name: "uninstall of nothing is silent", err: driver.ErrReleaseNotFound, call: func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
+			want: ""},
+		{name: "uninstall fails", err: boom, call: func(c helmclient.ActionInterface) error { _, err := c.Uninstall("p"); return err },
+			want: "Warning UninstallFailed uninstall of release p failed: boom"},
+		{name: "get of missing release is silent", err: driver.ErrReleaseNotFound, call: func(c helmclient.ActionInterface) error { _, err := c.Get("p"); return err },
+			want: ""},
+		{name: "get fails", err: boom, call: func(c helmclient.ActionInterface) error { _, err := c.Get("p"); return err },
+			want: "Warning ReleaseLookupFailed cannot read Helm release p: boom"},
+		{name: "drift correction fails", err: boom, call: func(c helmclient.ActionInterface) error { return c.Reconcile(&release.Release{Name: "p", Version: 3}) },
+			want: "Warning DriftCorrectionFailed cannot restore the objects of release p revision 3: boom"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -62,14 +62,14 @@ func TestReleaseObjectDeletes(t *testing.T) {
 		obj  any
 		want bool
 	}{
-		{"deleted by someone else: drift, whatever the release's state", service("svc", "live"), true},
-		{"deleted by Helm (a failing install's rollback)", service("helm-deleted", "live"), false},
-		{"deleted by Helm while its owner is being deleted (uninstall-wait)", service("helm-deleted-uninstalling", "deleting"), true},
-		{"deleted by Helm, owner gone", service("helm-deleted-orphan", "gone"), false},
-		{"not controlled by a watched kind", service("svc", ""), true},
-		{"tombstone of drift", toolscache.DeletedFinalStateUnknown{Obj: service("svc", "live")}, true},
-		{"deleted by Helm, typed without its kind", typedService("helm-deleted-typed", "live"), false},
-		{"deleted by someone else, typed without its kind", typedService("svc", "live"), true},
+		{name: "deleted by someone else: drift, whatever the release's state", obj: service("svc", "live"), want: true},
+		{name: "deleted by Helm (a failing install's rollback)", obj: service("helm-deleted", "live"), want: false},
+		{name: "deleted by Helm while its owner is being deleted (uninstall-wait)", obj: service("helm-deleted-uninstalling", "deleting"), want: true},
+		{name: "deleted by Helm, owner gone", obj: service("helm-deleted-orphan", "gone"), want: false},
+		{name: "not controlled by a watched kind", obj: service("svc", ""), want: true},
+		{name: "tombstone of drift", obj: toolscache.DeletedFinalStateUnknown{Obj: service("svc", "live")}, want: true},
+		{name: "deleted by Helm, typed without its kind", obj: typedService("helm-deleted-typed", "live"), want: false},
+		{name: "deleted by someone else, typed without its kind", obj: typedService("svc", "live"), want: true},
 	}
 	for _, c := range cases {
 		if got := pass(c.obj); got != c.want {

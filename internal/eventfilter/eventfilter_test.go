@@ -69,25 +69,25 @@ func TestIgnoreStatusOnlyChanges(t *testing.T) {
 		mutate func(u *unstructured.Unstructured)
 		passes bool
 	}{
-		{"status written", func(u *unstructured.Unstructured) {
+		{what: "status written", mutate: func(u *unstructured.Unstructured) {
 			u.SetResourceVersion("2")
 			_ = unstructured.SetNestedField(u.Object, "x", "status", "deployedRelease", "name")
-		}, false},
-		{"finalizer added", func(u *unstructured.Unstructured) {
+		}, passes: false},
+		{what: "finalizer added", mutate: func(u *unstructured.Unstructured) {
 			u.SetFinalizers([]string{"keep", "uninstall-helm-release"})
-		}, false},
-		{"finalizer removed", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, true},
-		{"spec changed", func(u *unstructured.Unstructured) {
+		}, passes: false},
+		{what: "finalizer removed", mutate: func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }, passes: true},
+		{what: "spec changed", mutate: func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, int64(2), "spec", "replicas")
-		}, true},
-		{"annotation added", func(u *unstructured.Unstructured) {
+		}, passes: true},
+		{what: "annotation added", mutate: func(u *unstructured.Unstructured) {
 			u.SetAnnotations(map[string]string{"helm.sdk.operatorframework.io/upgrade-force": "true"})
-		}, true},
-		{"label changed", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "a"}) }, true},
-		{"deletion started", func(u *unstructured.Unstructured) {
+		}, passes: true},
+		{what: "label changed", mutate: func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"team": "a"}) }, passes: true},
+		{what: "deletion started", mutate: func(u *unstructured.Unstructured) {
 			now := metav1.Now()
 			u.SetDeletionTimestamp(&now)
-		}, true},
+		}, passes: true},
 	}
 	f := IgnoreStatusOnlyChanges()
 	for _, c := range cases {
@@ -106,14 +106,14 @@ func TestIgnoreBookkeepingUpdates(t *testing.T) {
 		mutate func(d *appsv1.Deployment)
 		passes bool
 	}{
-		{"status", func(d *appsv1.Deployment) { d.ResourceVersion = "2"; d.Status.ReadyReplicas = 1 }, false},
-		{"revision annotation", func(d *appsv1.Deployment) {
+		{what: "status", mutate: func(d *appsv1.Deployment) { d.ResourceVersion = "2"; d.Status.ReadyReplicas = 1 }, passes: false},
+		{what: "revision annotation", mutate: func(d *appsv1.Deployment) {
 			d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}
 			d.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
-		}, false},
-		{"spec edited", func(d *appsv1.Deployment) { r := int32(5); d.Spec.Replicas = &r }, true},
-		{"label removed", func(d *appsv1.Deployment) { d.Labels = nil }, true},
-		{"annotation added by a user", func(d *appsv1.Deployment) { d.Annotations = map[string]string{"note": "x"} }, true},
+		}, passes: false},
+		{what: "spec edited", mutate: func(d *appsv1.Deployment) { r := int32(5); d.Spec.Replicas = &r }, passes: true},
+		{what: "label removed", mutate: func(d *appsv1.Deployment) { d.Labels = nil }, passes: true},
+		{what: "annotation added by a user", mutate: func(d *appsv1.Deployment) { d.Annotations = map[string]string{"note": "x"} }, passes: true},
 	}
 	for _, c := range cases {
 		n := old.DeepCopy()

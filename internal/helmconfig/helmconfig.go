@@ -5,7 +5,7 @@
 // The plugins build a fresh action.Configuration for every reconcile. Helm then, for every
 // action, asks the apiserver for its version (KubeClient.IsReachable, and again to compute
 // Capabilities), and invalidates the shared discovery cache before listing every API group
-// again. Measured on 100 MyProxies, that was 18 of the operator's 44 requests per MyProxy.
+// again: a large share of the requests an install costs (docs/performance.md).
 // The Getter hands each Configuration Capabilities and a reachability check shared by the
 // whole process and refreshed after TTL.
 package helmconfig

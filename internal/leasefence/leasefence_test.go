@@ -115,13 +115,13 @@ func TestTransportFencesWritesOnly(t *testing.T) {
 		method, path string
 		write        bool
 	}{
-		{http.MethodGet, "/api/v1/namespaces/a/secrets", false},
-		{http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", false},
-		{http.MethodPost, "/apis/authentication.k8s.io/v1/tokenreviews", false},
-		{http.MethodPost, "/api/v1/namespaces/a/configmaps", true},
-		{http.MethodPut, "/apis/apps/v1/namespaces/a/deployments/d", true},
-		{http.MethodPatch, "/apis/apps/v1/namespaces/a/deployments/d", true},
-		{http.MethodDelete, "/api/v1/namespaces/a/services/s", true},
+		{method: http.MethodGet, path: "/api/v1/namespaces/a/secrets", write: false},
+		{method: http.MethodPost, path: "/apis/authorization.k8s.io/v1/subjectaccessreviews", write: false},
+		{method: http.MethodPost, path: "/apis/authentication.k8s.io/v1/tokenreviews", write: false},
+		{method: http.MethodPost, path: "/api/v1/namespaces/a/configmaps", write: true},
+		{method: http.MethodPut, path: "/apis/apps/v1/namespaces/a/deployments/d", write: true},
+		{method: http.MethodPatch, path: "/apis/apps/v1/namespaces/a/deployments/d", write: true},
+		{method: http.MethodDelete, path: "/api/v1/namespaces/a/services/s", write: true},
 	}
 	for _, r := range requests {
 		err := do(r.method, r.path)

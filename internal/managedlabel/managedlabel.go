@@ -11,8 +11,7 @@
 // helmconfig), not by a post-renderer: helm-operator-plugins' owner-reference post-renderer
 // already builds and re-serialises every rendered manifest through that client, so the label
 // lands in the manifest stored in the release at no cost, where a post-renderer of its own cost
-// a YAML parse and a YAML serialisation of every manifest (5% of the operator's CPU while a
-// fleet converged).
+// a YAML parse and a YAML serialisation of every manifest.
 package managedlabel
 
 import (

@@ -5,8 +5,8 @@
 // It behaves as controller-runtime's filters.WithAuthenticationAndAuthorization (the same
 // status codes, cache lifetimes and review requests), with client-go alone. That filter builds
 // on k8s.io/apiserver's authentication and authorization stacks, which link CEL, gRPC and
-// OpenTelemetry into the binary: 18 MB of 127, and about 13 MiB of the process's resident
-// memory, since most of a Go binary's code and read-only data end up mapped in.
+// OpenTelemetry into the binary, and into the process's resident memory, since most of a Go
+// binary's code and read-only data end up mapped in.
 package metricsauth
 
 import (

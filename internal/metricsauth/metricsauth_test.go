@@ -81,13 +81,13 @@ func TestOnlyAuthenticatedAndAuthorisedCallersAreServed(t *testing.T) {
 		code          int
 		body          string
 	}{
-		{"", http.StatusUnauthorized, "Unauthorized"},
-		{"Basic Z29vZA==", http.StatusUnauthorized, "Unauthorized"},
-		{"Bearer ", http.StatusUnauthorized, "Unauthorized"},
-		{"Bearer forged", http.StatusUnauthorized, "Unauthorized"},
-		{"Bearer other", http.StatusForbidden, "Authorization denied for user nobody"},
-		{"Bearer good", http.StatusOK, "metrics"},
-		{"bearer  good ", http.StatusOK, "metrics"},
+		{authorization: "", code: http.StatusUnauthorized, body: "Unauthorized"},
+		{authorization: "Basic Z29vZA==", code: http.StatusUnauthorized, body: "Unauthorized"},
+		{authorization: "Bearer ", code: http.StatusUnauthorized, body: "Unauthorized"},
+		{authorization: "Bearer forged", code: http.StatusUnauthorized, body: "Unauthorized"},
+		{authorization: "Bearer other", code: http.StatusForbidden, body: "Authorization denied for user nobody"},
+		{authorization: "Bearer good", code: http.StatusOK, body: "metrics"},
+		{authorization: "bearer  good ", code: http.StatusOK, body: "metrics"},
 	} {
 		if code, body := serve(t, g, tc.authorization); code != tc.code || body != tc.body {
 			t.Errorf("Authorization %q: %d %q, want %d %q", tc.authorization, code, body, tc.code, tc.body)

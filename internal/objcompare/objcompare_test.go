@@ -24,20 +24,20 @@ func TestEqual(t *testing.T) {
 		change func(m map[string]any)
 		equal  bool
 	}{
-		{"identical", func(map[string]any) {}, true},
-		{"ignored top-level field added", func(m map[string]any) { m["status"] = map[string]any{"x": 1} }, true},
-		{"ignored nested field changed", func(m map[string]any) { m["metadata"].(map[string]any)["resourceVersion"] = "2" }, true},
-		{"ignored annotation where there were none", func(m map[string]any) {
+		{name: "identical", change: func(map[string]any) {}, equal: true},
+		{name: "ignored top-level field added", change: func(m map[string]any) { m["status"] = map[string]any{"x": 1} }, equal: true},
+		{name: "ignored nested field changed", change: func(m map[string]any) { m["metadata"].(map[string]any)["resourceVersion"] = "2" }, equal: true},
+		{name: "ignored annotation where there were none", change: func(m map[string]any) {
 			m["metadata"].(map[string]any)["annotations"] = map[string]any{"deployment.kubernetes.io/revision": "1"}
-		}, true},
-		{"another annotation", func(m map[string]any) {
+		}, equal: true},
+		{name: "another annotation", change: func(m map[string]any) {
 			m["metadata"].(map[string]any)["annotations"] = map[string]any{"team": "x"}
-		}, false},
-		{"spec changed", func(m map[string]any) { m["spec"] = map[string]any{"replicas": int64(2)} }, false},
-		{"spec removed", func(m map[string]any) { delete(m, "spec") }, false},
-		{"label changed", func(m map[string]any) { m["metadata"].(map[string]any)["labels"] = map[string]any{"a": "c"} }, false},
-		{"metadata not an object", func(m map[string]any) { m["metadata"] = "x" }, false},
-		{"custom equality: present", func(m map[string]any) { m["count"] = 1 }, false},
+		}, equal: false},
+		{name: "spec changed", change: func(m map[string]any) { m["spec"] = map[string]any{"replicas": int64(2)} }, equal: false},
+		{name: "spec removed", change: func(m map[string]any) { delete(m, "spec") }, equal: false},
+		{name: "label changed", change: func(m map[string]any) { m["metadata"].(map[string]any)["labels"] = map[string]any{"a": "c"} }, equal: false},
+		{name: "metadata not an object", change: func(m map[string]any) { m["metadata"] = "x" }, equal: false},
+		{name: "custom equality: present", change: func(m map[string]any) { m["count"] = 1 }, equal: false},
 	} {
 		a, b := base(), base()
 		tc.change(b)

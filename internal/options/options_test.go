@@ -70,14 +70,14 @@ func TestValidate(t *testing.T) {
 		mutate func(*Options)
 		errHas string
 	}{
-		{"defaults", func(*Options) {}, ""},
-		{"zero workers", func(o *Options) { o.MaxConcurrentReconciles = 0 }, "--max-concurrent-reconciles"},
-		{"negative period", func(o *Options) { o.ReconcilePeriod = -time.Second }, "--reconcile-period"},
-		{"negative history", func(o *Options) { o.MaxReleaseHistory = -1 }, "--max-release-history"},
-		{"negative rollout rate", func(o *Options) { o.ChartRolloutRate = -1 }, "--chart-rollout-rate"},
-		{"zero qps", func(o *Options) { o.KubeAPIQPS = 0 }, "--kube-api-qps"},
-		{"zero burst", func(o *Options) { o.KubeAPIBurst = 0 }, "--kube-api-burst"},
-		{"renew after lease", func(o *Options) { o.LeaderElect = true; o.RenewDeadline = o.LeaseDuration }, "renew-deadline"},
+		{name: "defaults", mutate: func(*Options) {}, errHas: ""},
+		{name: "zero workers", mutate: func(o *Options) { o.MaxConcurrentReconciles = 0 }, errHas: "--max-concurrent-reconciles"},
+		{name: "negative period", mutate: func(o *Options) { o.ReconcilePeriod = -time.Second }, errHas: "--reconcile-period"},
+		{name: "negative history", mutate: func(o *Options) { o.MaxReleaseHistory = -1 }, errHas: "--max-release-history"},
+		{name: "negative rollout rate", mutate: func(o *Options) { o.ChartRolloutRate = -1 }, errHas: "--chart-rollout-rate"},
+		{name: "zero qps", mutate: func(o *Options) { o.KubeAPIQPS = 0 }, errHas: "--kube-api-qps"},
+		{name: "zero burst", mutate: func(o *Options) { o.KubeAPIBurst = 0 }, errHas: "--kube-api-burst"},
+		{name: "renew after lease", mutate: func(o *Options) { o.LeaderElect = true; o.RenewDeadline = o.LeaseDuration }, errHas: "renew-deadline"},
 	}
 	for _, c := range cases {
 		o := valid()

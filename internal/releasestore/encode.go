@@ -26,10 +26,10 @@ import (
 // pooledSecrets is Helm's Secrets driver with its writes replaced by ones that encode the
 // record with a gzip compressor from a pool.
 //
-// Helm allocates a new compressor at gzip.BestCompression for every record it writes, about
-// 800 KiB of tables, twice per install: a fifth of everything the operator allocated while a
-// fleet converged, and a good part of its garbage collection. A pooled compressor at the
-// default level encodes a MyProxy record in about half the time, 0.3% larger.
+// Helm allocates a new compressor at gzip.BestCompression for every record it writes, hundreds
+// of KiB of tables, twice per install: a large share of what the operator allocates while a
+// fleet converges, and of its garbage collection. A pooled compressor at the default level
+// encodes a record faster, at nearly the same size.
 //
 // The record is the one Helm writes, byte for byte but for the compression level: a Secret of
 // type helm.sh/release.v1 holding the base64 of the gzipped JSON release, with the same labels.

@@ -42,18 +42,18 @@ func TestTranslate(t *testing.T) {
 		spec   map[string]any
 		errHas string
 	}{
-		{"no TLS", map[string]any{"replicas": int64(2)}, ""},
-		{"TLS off", map[string]any{"tls": map[string]any{"secretName": ""}}, ""},
-		{"existing TLS Secret", map[string]any{"tls": map[string]any{"secretName": "good"}}, ""},
-		{"missing Secret", map[string]any{"tls": map[string]any{"secretName": "nope"}},
-			`spec.tls.secretName: Secret "nope" not found in namespace "team"`},
-		{"wrong type", map[string]any{"tls": map[string]any{"secretName": "opaque"}}, `has type "Opaque", want "kubernetes.io/tls"`},
-		{"incomplete pair", map[string]any{"tls": map[string]any{"secretName": "empty"}}, `Secret "empty" lacks tls.key`},
-		{"expired certificate", map[string]any{"tls": map[string]any{"secretName": "expired"}}, `Secret "expired": the certificate in tls.crt expired at`},
-		{"not yet valid", map[string]any{"tls": map[string]any{"secretName": "future"}}, "is not valid before"},
-		{"key of another certificate", map[string]any{"tls": map[string]any{"secretName": "mismatched"}},
-			"not a PEM certificate and its private key: tls: private key does not match public key"},
-		{"not PEM", map[string]any{"tls": map[string]any{"secretName": "not-pem"}}, "not a PEM certificate and its private key"},
+		{name: "no TLS", spec: map[string]any{"replicas": int64(2)}, errHas: ""},
+		{name: "TLS off", spec: map[string]any{"tls": map[string]any{"secretName": ""}}, errHas: ""},
+		{name: "existing TLS Secret", spec: map[string]any{"tls": map[string]any{"secretName": "good"}}, errHas: ""},
+		{name: "missing Secret", spec: map[string]any{"tls": map[string]any{"secretName": "nope"}},
+			errHas: `spec.tls.secretName: Secret "nope" not found in namespace "team"`},
+		{name: "wrong type", spec: map[string]any{"tls": map[string]any{"secretName": "opaque"}}, errHas: `has type "Opaque", want "kubernetes.io/tls"`},
+		{name: "incomplete pair", spec: map[string]any{"tls": map[string]any{"secretName": "empty"}}, errHas: `Secret "empty" lacks tls.key`},
+		{name: "expired certificate", spec: map[string]any{"tls": map[string]any{"secretName": "expired"}}, errHas: `Secret "expired": the certificate in tls.crt expired at`},
+		{name: "not yet valid", spec: map[string]any{"tls": map[string]any{"secretName": "future"}}, errHas: "is not valid before"},
+		{name: "key of another certificate", spec: map[string]any{"tls": map[string]any{"secretName": "mismatched"}},
+			errHas: "not a PEM certificate and its private key: tls: private key does not match public key"},
+		{name: "not PEM", spec: map[string]any{"tls": map[string]any{"secretName": "not-pem"}}, errHas: "not a PEM certificate and its private key"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -128,12 +128,12 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		set   []string
 		field string
 	}{
-		{[]string{"replicas=-1"}, "/replicas"},
-		{[]string{"service.port=70000"}, "/service/port"},
-		{[]string{"image=UPPER CASE"}, "/image"},
-		{[]string{"unknownField=true"}, "unknownField"},
-		{[]string{"routes[0].path=api/", "routes[0].upstream=http://a"}, "/routes/0/path"},
-		{[]string{"routes[0].path=/a", "routes[0].upstream=ftp://a"}, "/routes/0/upstream"},
+		{set: []string{"replicas=-1"}, field: "/replicas"},
+		{set: []string{"service.port=70000"}, field: "/service/port"},
+		{set: []string{"image=UPPER CASE"}, field: "/image"},
+		{set: []string{"unknownField=true"}, field: "unknownField"},
+		{set: []string{"routes[0].path=api/", "routes[0].upstream=http://a"}, field: "/routes/0/path"},
+		{set: []string{"routes[0].path=/a", "routes[0].upstream=ftp://a"}, field: "/routes/0/upstream"},
 	}
 	for _, c := range cases {
 		args := []string{"template", "x", chartDir}

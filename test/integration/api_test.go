@@ -91,18 +91,18 @@ func TestInvalidMyProxiesAreRefusedByKubectl(t *testing.T) {
 	cases := []struct {
 		name, spec, want string
 	}{
-		{"negative replicas", `replicas: -1`, "spec.replicas"},
-		{"absurd replicas", `replicas: 100000`, "spec.replicas"},
-		{"malformed image", `image: "Nginx Latest!"`, "spec.image"},
-		{"unknown field", `replicaCount: 2`, `unknown field "spec.replicaCount"`},
-		{"route path without slash", "routes:\n  - {path: api, upstream: 'http://api:80'}", "spec.routes[0].path"},
-		{"duplicate route paths", "routes:\n  - {path: /a, upstream: 'http://a:80'}\n  - {path: /a, upstream: 'http://b:80'}",
-			"routes: each path may appear only once"},
-		{"upstream not http(s)", "routes:\n  - {path: /a, upstream: 'ftp://files:21'}", "spec.routes[0].upstream"},
-		{"service port out of range", "service: {port: 70000}", "spec.service.port"},
-		{"unknown service type", "service: {type: External}", "spec.service.type"},
-		{longName, `replicas: 1`, "must be at most 53 characters"},
-		{"9lives", `replicas: 1`, "must start with a letter"},
+		{name: "negative replicas", spec: `replicas: -1`, want: "spec.replicas"},
+		{name: "absurd replicas", spec: `replicas: 100000`, want: "spec.replicas"},
+		{name: "malformed image", spec: `image: "Nginx Latest!"`, want: "spec.image"},
+		{name: "unknown field", spec: `replicaCount: 2`, want: `unknown field "spec.replicaCount"`},
+		{name: "route path without slash", spec: "routes:\n  - {path: api, upstream: 'http://api:80'}", want: "spec.routes[0].path"},
+		{name: "duplicate route paths", spec: "routes:\n  - {path: /a, upstream: 'http://a:80'}\n  - {path: /a, upstream: 'http://b:80'}",
+			want: "routes: each path may appear only once"},
+		{name: "upstream not http(s)", spec: "routes:\n  - {path: /a, upstream: 'ftp://files:21'}", want: "spec.routes[0].upstream"},
+		{name: "service port out of range", spec: "service: {port: 70000}", want: "spec.service.port"},
+		{name: "unknown service type", spec: "service: {type: External}", want: "spec.service.type"},
+		{name: longName, spec: `replicas: 1`, want: "must be at most 53 characters"},
+		{name: "9lives", spec: `replicas: 1`, want: "must start with a letter"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
