@@ -104,7 +104,7 @@ test-integration: tools olm-tools cluster-build ## Run the envtest integration t
 	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/integration/... ./test/manifests/... ./test/chart/... ./test/dataplane/... ./test/monitoring/...
 
 .PHONY: test-e2e
-test-e2e: tools cluster-build ## Run the end-to-end tests on a local cluster of their own (make deploy, kubectl, kwok Pods).
+test-e2e: $(HELM) $(KUSTOMIZE) cluster-build ## Run the end-to-end tests on a local cluster of their own (make deploy, kubectl, kwok Pods).
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) \
 	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/e2e/... ./test/cluster/...
 
@@ -197,7 +197,7 @@ cluster-env: ## Print the export line that points kubectl at the local cluster.
 	@hack/cluster/cluster.sh env
 
 .PHONY: demo
-demo: tools build ## Start the local cluster (unless KUBECONFIG is set), run the operator and the samples.
+demo: $(HELM) $(KUSTOMIZE) build ## Start the local cluster (unless KUBECONFIG is set), run the operator and the samples.
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR=$(OPERATOR) hack/demo.sh
 
 ##@ Tools
