@@ -76,6 +76,11 @@ type apiWatch struct {
 
 // Start implements manager.Runnable; it runs on the leader only.
 func (a *apiWatch) Start(ctx context.Context) error {
+	// Every kind's series exists from the start, at 0: a dashboard or an alert reading the
+	// counter then sees "no change" rather than no data.
+	for _, k := range a.kinds {
+		apiChanges().WithLabelValues(k.gvk.Kind).Add(0)
+	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(apiServiceGVK)
 	inf, err := a.cache.GetInformer(ctx, obj)
