@@ -30,8 +30,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
+
+// fencedWrites counts the writes refused because this replica may no longer lead; registered
+// once per process (the operator builds a new manager, and fence, when it campaigns again).
+var fencedWrites = sync.OnceValue(func() prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "myproxy_operator_fenced_writes_total",
+		Help: "Writes to the apiserver refused because this replica's leader Lease may have passed to another.",
+	})
+	crmetrics.Registry.MustRegister(c)
+	return c
+})
 
 // Fence is a leader election lock that knows whether this replica may still act as the leader.
 type Fence struct {
@@ -108,6 +121,7 @@ type transport struct {
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if writes(req) {
 		if err := t.fence.Check(); err != nil {
+			fencedWrites().Inc()
 			return nil, fmt.Errorf("refusing to write (%s %s): %w", req.Method, req.URL.Path, err)
 		}
 	}
