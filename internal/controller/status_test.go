@@ -104,6 +104,16 @@ func myProxy(conditions ...any) *unstructured.Unstructured {
 	return u
 }
 
+func getMyProxy(t *testing.T, c client.Client, key types.NamespacedName) *unstructured.Unstructured {
+	t.Helper()
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(myProxyGVK)
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func condition(typ, st string) map[string]any {
 	return map[string]any{"type": typ, "status": st, "reason": "Test", "lastTransitionTime": "2026-01-01T00:00:00Z"}
 }
@@ -124,11 +134,7 @@ func TestStatusReconcilerWritesTheDeclaredStatus(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 		t.Fatal(err)
 	}
-	got := &unstructured.Unstructured{}
-	got.SetGroupVersionKind(myProxyGVK)
-	if err := c.Get(context.Background(), key, got); err != nil {
-		t.Fatal(err)
-	}
+	got := getMyProxy(t, c, key)
 	tests := []struct {
 		field []string
 		want  any
@@ -167,11 +173,7 @@ func TestStatusReconcilerWaitsForTheHelmReconciler(t *testing.T) {
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 		t.Fatal(err)
 	}
-	got := &unstructured.Unstructured{}
-	got.SetGroupVersionKind(myProxyGVK)
-	if err := c.Get(context.Background(), key, got); err != nil {
-		t.Fatal(err)
-	}
+	got := getMyProxy(t, c, key)
 	if _, found := got.Object["status"]; found || watches.sources != 0 {
 		t.Errorf("status written (%v) or kinds watched (%d) before the Helm reconciler's first status", got.Object["status"], watches.sources)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -235,24 +233,13 @@ func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
 // all reasons together (0 before the first).
 func helmFailures(t *testing.T, addr, action string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	body, err := scrapeMetrics(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	sum, err := sumSamples(body, "myproxy_operator_helm_action_failures_total", `action="`+action+`"`)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "myproxy_operator_helm_action_failures_total{") && strings.Contains(line, `action="`+action+`"`) {
-			v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			sum += v
-		}
 	}
 	return sum
 }
