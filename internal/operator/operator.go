@@ -6,9 +6,11 @@ package operator
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/leaderelection"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
@@ -41,6 +44,17 @@ import (
 // errLeaderElectionLost is how controller-runtime's manager reports a lost Lease.
 const errLeaderElectionLost = "leader election lost"
 
+// leasesLost counts the managers stopped because they lost the leader Lease, each followed by a
+// new campaign; registered once per process, as the managers come and go.
+var leasesLost = sync.OnceValue(func() prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "myproxy_operator_leader_leases_lost_total",
+		Help: "Times this process lost the leader Lease (apiserver unreachable, or the process paused) and campaigned again.",
+	})
+	crmetrics.Registry.MustRegister(c)
+	return c
+})
+
 // Run runs the operator until ctx ends (SIGTERM).
 //
 // With leader election, controller-runtime stops the manager when the Lease cannot be renewed
@@ -53,6 +67,7 @@ const errLeaderElectionLost = "leader election lost"
 // the process resumes from a pause cannot write.
 func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) error {
 	log := ctrl.Log.WithName("setup")
+	leasesLost() // exported at 0 from the start
 	for again := false; ; again = true {
 		mgr, err := newManager(cfg, o, namespaces, again)
 		if err != nil {
@@ -64,6 +79,7 @@ func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces ma
 		} else if err = mgr.Start(ctx); ctx.Err() != nil || err == nil || err.Error() != errLeaderElectionLost {
 			return err
 		} else {
+			leasesLost().Inc()
 			log.Info("lost the leader Lease (apiserver unreachable, or this process paused?); campaigning again",
 				"after", o.RenewDeadline.String())
 		}

@@ -233,11 +233,11 @@ func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
 // all reasons together (0 before the first).
 func helmFailures(t *testing.T, addr, action string) float64 {
 	t.Helper()
-	body, err := scrapeMetrics(addr)
+	body, err := harness.ScrapeMetrics(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := sumSamples(body, "myproxy_operator_helm_action_failures_total", `action="`+action+`"`)
+	sum, err := harness.SumSamples(body, "myproxy_operator_helm_action_failures_total", `action="`+action+`"`)
 	if err != nil {
 		t.Fatal(err)
 	}

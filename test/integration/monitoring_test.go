@@ -53,7 +53,7 @@ func TestEveryMonitoredMetricIsExported(t *testing.T) {
 // exportedFamilies returns the metric families the operator's plain-HTTP endpoint serves.
 func exportedFamilies(t *testing.T, addr string) map[string]bool {
 	t.Helper()
-	body, err := scrapeMetrics(addr)
+	body, err := harness.ScrapeMetrics(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
