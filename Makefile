@@ -84,7 +84,7 @@ test: lint tools olm-tools cluster-build ## Run lint and every test: unit, chart
 .PHONY: chaos
 chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000), a SOAK_N (10000) create/delete soak; results in docs/chaos-results.md.
 	@printf '# Chaos results\n\nWritten by `make chaos` on %s, %s cores (envtest: a real kube-apiserver and etcd).\nWhat each figure counts: [reliability.md](reliability.md).\n' "$$(date -u +%F)" "$$(nproc)" > $(CHAOS_REPORT).tmp
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_PROXIES=$${CHAOS_PROXIES:-20} CHAOS_REPORT=$(CHAOS_REPORT).tmp \
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) CHAOS_CYCLES=$${CHAOS_CYCLES:-50} CHAOS_PROXIES=$${CHAOS_PROXIES:-20} CHAOS_REPORT=$(abspath $(CHAOS_REPORT)).tmp \
 	  FAILED_UPGRADES=$${FAILED_UPGRADES:-1000} SOAK_N=$${SOAK_N:-10000} go test -count=1 -timeout 90m -v \
 	  -run 'TestKillDuringChanges|TestRepeatedlyFailingUpgradeStaysBounded|TestCreateDeleteSoakLeavesNoMemory' ./test/integration/
 	mv $(CHAOS_REPORT).tmp $(CHAOS_REPORT) && cat $(CHAOS_REPORT)
