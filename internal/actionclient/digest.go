@@ -58,6 +58,9 @@ type DigestOptions struct {
 	// DryRunOption is Helm's dry-run mode for the reconciler's "is an upgrade needed?" check
 	// (watches.yaml dryRunOption); empty keeps the reconciler's ("server").
 	DryRunOption string
+	// Stamp is what the operator adds to every rendered object beyond the chart: the managed
+	// label value (package managedlabel), which names the shard. A rendering depends on it.
+	Stamp string
 	// Memo holds what is remembered per custom resource; nil: a memo of its own.
 	Memo *Memo
 }
@@ -371,6 +374,7 @@ func (c *digestingClient) digest(chrt *chart.Chart, vals map[string]any) (digest
 	}
 	h := sha256.New()
 	_, _ = io.WriteString(h, info.sum+"\x00")
+	_, _ = io.WriteString(h, c.shared.opts.Stamp+"\x00")
 	_, _ = io.WriteString(h, renderinputs.CapabilitiesDigestInput(caps, info.use.Reads(valuesJSON))+"\x00")
 	_, _ = h.Write(valuesJSON)
 	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.

@@ -216,6 +216,22 @@ func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
 	}
 }
 
+// The managed label value (the shard) is stamped on every rendered object: a release installed
+// by one shard is not what another shard's rendering of the same chart and values is.
+func TestDigestSeesTheStamp(t *testing.T) {
+	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
+	fake := &recordingClient{}
+	if _, err := digestedClientWith(t, fake, DigestOptions{Stamp: "a"}).Install("p", "ns", chrt, vals); err != nil {
+		t.Fatal(err)
+	}
+	if n := dryRunsOf(t, digesterOf(fake, DigestOptions{Stamp: "a"}), fake, chrt, vals); n != 0 {
+		t.Errorf("same shard: dry runs = %d, want 0", n)
+	}
+	if n := dryRunsOf(t, digesterOf(fake, DigestOptions{Stamp: "b"}), fake, chrt, vals); n != 1 {
+		t.Errorf("another shard: dry runs = %d, want 1", n)
+	}
+}
+
 func TestDigestNeverSkipsForAReleaseThatIsNotDeployed(t *testing.T) {
 	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
 	fake := &recordingClient{}

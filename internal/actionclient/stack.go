@@ -3,6 +3,9 @@ package actionclient
 import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // StackOptions configure Stack.
@@ -11,13 +14,20 @@ type StackOptions struct {
 	Metrics  *Metrics
 	Digest   DigestOptions
 	Unlock   SoleWriter
+	// Shard, Claims and Writer serve Claimed; a Shard that is not sharded leaves it out.
+	Shard  shard.Shard
+	Claims *shard.Claims
+	Writer client.Writer
 }
 
 // Stack builds the action clients the reconciler uses from the plugins' (base), in this order,
 // outermost first:
 //
-//   - Digested answers the reconciler's dry-run upgrade from digests. It is outermost so that
-//     an answered check costs nothing below it: no Event, no metric, no release read;
+//   - Claimed (when sharded) claims the custom resource for this shard before anything reads
+//     or writes its release, and brackets every call below, the record relabelling of Digested
+//     included, so that a handover to another shard waits for them and none starts after it;
+//   - Digested answers the reconciler's dry-run upgrade from digests. It is above the rest so
+//     that an answered check costs nothing below it: no Event, no metric, no release read;
 //   - Observed reports every action that does run (Events, metrics), including the uninstall
 //     wait and the unlocking below, with the error the reconciler will see;
 //   - UninstallWaiting holds an uninstall until the release's objects are gone when the custom
@@ -28,5 +38,5 @@ func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.Action
 	unlocked := Unlocked(base, o.Recorder, o.Unlock)
 	waiting := UninstallWaiting(unlocked)
 	observed := Observed(waiting, Events{Recorder: o.Recorder}, o.Metrics)
-	return Digested(observed, o.Digest)
+	return Claimed(Digested(observed, o.Digest), o.Shard, o.Claims, o.Writer)
 }

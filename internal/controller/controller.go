@@ -33,6 +33,7 @@ import (
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/requeue"
+	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/internal/values"
 	"github.com/example/myproxy-operator/internal/watchesfile"
@@ -86,6 +87,8 @@ type shared struct {
 	unlock  actionclient.SoleWriter
 	own     *ownwrites.Registry
 	records cache.Cache
+	shard   shard.Shard
+	claims  *shard.Claims
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -109,7 +112,8 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if own == nil {
 		own = ownwrites.New()
 	}
-	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records}
+	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records,
+		shard: o.Shard, claims: shard.NewClaims()}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
@@ -124,6 +128,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	t.track("lookup_followers", "", sh.lookups.Following)
 	t.track("release_states", "", metrics.Len)
 	t.track("own_writes", "", own.Len)
+	t.track("shard_claims", "", sh.claims.Len)
 	var kinds []capabilityReader
 	for _, w := range ws {
 		k, err := setupOne(mgr, w, o, sh)
@@ -147,7 +152,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("creating discovery client: %w", err)
 	}
-	configs := helmconfig.New(actionConfigGetter, dc, sh.own)
+	configs := helmconfig.New(actionConfigGetter, dc, sh.own, sh.shard.ManagedValue())
 	actions, err := actionClients(configs)
 	if err != nil {
 		return capabilityReader{}, err
@@ -183,7 +188,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo},
+			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(),
+			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo,
+				Stamp: sh.shard.ManagedValue()},
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithInstallAnnotations(annotations.Install...),
@@ -214,7 +221,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	gvk := w.GroupVersionKind
 	statusReconciler := &StatusReconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard,
 		Gone: func(key types.NamespacedName) {
 			cr := renderinputs.CR{GVK: gvk, NamespacedName: key}
 			memo.Forget(cr)
@@ -223,6 +230,13 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		}}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
+	}
+	if sh.shard.Sharded() {
+		h := &Handover{Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
+			Shard: sh.shard, Claims: sh.claims, Recorder: recorder}
+		if err := h.SetupWithManager(mgr); err != nil {
+			return capabilityReader{}, err
+		}
 	}
 	if err := trackMaps(gvk.String(), statusReconciler, memo); err != nil {
 		return capabilityReader{}, err

@@ -26,6 +26,7 @@ import (
 	"github.com/example/myproxy-operator/internal/cachedobject"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/eventfilter"
+	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
 )
 
@@ -49,6 +50,8 @@ type StatusReconciler struct {
 	// Gone is told of a resource found deleted, so that what other parts remember of it goes
 	// too (an uninstall forgets it already; a resource can also go without one).
 	Gone func(types.NamespacedName)
+	// Shard is the part of the fleet this process owns: it writes the status of no other's.
+	Shard shard.Shard
 
 	own        status.Own
 	objects    cache.Cache // the manager's cache, unfiltered
@@ -128,6 +131,9 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if r.Shard.ClaimedByOther(obj) {
+		return ctrl.Result{}, nil // that shard writes its status
+	}
 	current, _, _ := unstructured.NestedMap(obj.Object, "status")
 	if _, ok := current["conditions"]; !ok {
 		// The Helm reconciler has not reached it yet. Writing now would only make its first
@@ -143,6 +149,12 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		var err error
 		if objects, err = r.releaseObjects(ctx, req.NamespacedName, current); err != nil {
 			return ctrl.Result{}, err
+		}
+		if labelledForAnotherShard(objects, r.Shard.ManagedValue()) {
+			// Handed over from another shard, whose label the objects still carry: this cache
+			// holds none of them until this shard's first upgrade relabels them, and the
+			// status it would compute now is not the objects'. That upgrade brings us back.
+			return ctrl.Result{}, nil
 		}
 	}
 	live := make([]map[string]any, 0, len(objects))
@@ -181,6 +193,15 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{RequeueAfter: coalesceDelay}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+func labelledForAnotherShard(objects []status.ReleaseObject, managed string) bool {
+	for _, o := range objects {
+		if o.Ref.Managed != "" && o.Ref.Managed != managed {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *StatusReconciler) forget(key types.NamespacedName) {

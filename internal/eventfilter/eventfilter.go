@@ -210,3 +210,36 @@ func (h filteredHandler) OnDelete(obj any) {
 		h.ResourceEventHandler.OnDelete(obj)
 	}
 }
+
+// IgnoreClaimedElsewhere is a Filter for custom resources that drops their additions and
+// updates while another shard acts on them (claimedByOther); the update that hands one over
+// passes. Deletes pass: the resource may have left this shard's cache.
+func IgnoreClaimedElsewhere(claimedByOther func(client.Object) bool) Filter {
+	mine := func(obj any) bool {
+		o, ok := obj.(client.Object)
+		return !ok || !claimedByOther(o)
+	}
+	return Filter{Add: mine, Update: func(_, newObj any) bool { return mine(newObj) }}
+}
+
+// Both passes the events that both filters pass.
+func Both(a, b Filter) Filter {
+	f := Filter{Add: bothOne(a.Add, b.Add), Delete: bothOne(a.Delete, b.Delete), Update: a.Update}
+	switch {
+	case a.Update == nil:
+		f.Update = b.Update
+	case b.Update != nil:
+		f.Update = func(o, n any) bool { return a.Update(o, n) && b.Update(o, n) }
+	}
+	return f
+}
+
+func bothOne(a, b func(obj any) bool) func(obj any) bool {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(obj any) bool { return a(obj) && b(obj) }
+}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 type recordingHandler struct{ adds, updates, deletes int }
@@ -133,5 +134,30 @@ func TestIgnoreBookkeepingUpdates(t *testing.T) {
 		if !reflect.DeepEqual(before.Object, un.Object) {
 			t.Errorf("%s: the filter changed the object it was given", c.what)
 		}
+	}
+}
+
+// A shard hears nothing of a custom resource another shard acts on but the update that hands
+// it over, and its deletes; combined with the status filter, both must pass.
+func TestIgnoreClaimedElsewhereBothWithStatusChanges(t *testing.T) {
+	cr := func(owner string, replicas int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": replicas}}}
+		if owner != "" {
+			u.SetAnnotations(map[string]string{"owner": owner})
+		}
+		return u
+	}
+	other := func(o client.Object) bool { return o.GetAnnotations()["owner"] == "b" }
+	f := Both(IgnoreStatusOnlyChanges(), IgnoreClaimedElsewhere(other))
+	rec := &recordingHandler{}
+	var h toolscache.ResourceEventHandler = filteredHandler{rec, f}
+	h.OnAdd(cr("b", 1), false)         // dropped: b's
+	h.OnUpdate(cr("b", 1), cr("b", 2)) // dropped: b's
+	h.OnUpdate(cr("b", 2), cr("", 2))  // passes: handed over
+	h.OnUpdate(cr("a", 2), cr("a", 2)) // dropped: no change
+	h.OnAdd(cr("a", 1), false)         // passes
+	h.OnDelete(cr("b", 2))             // passes
+	if rec.adds != 1 || rec.updates != 1 || rec.deletes != 1 {
+		t.Errorf("adds=%d updates=%d deletes=%d, want 1 each", rec.adds, rec.updates, rec.deletes)
 	}
 }

@@ -53,12 +53,15 @@ type Getter struct {
 	reachedAt time.Time
 
 	own *ownwrites.Registry
+	// managed is the managed label value stamped on every release object.
+	managed string
 }
 
 // New wraps next; dc is asked for the server version and API groups when they are stale; own
-// learns every object Helm deletes through these configurations.
-func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, own *ownwrites.Registry) *Getter {
-	return &Getter{next: next, discovery: dc, now: time.Now, own: own}
+// learns every object Helm deletes through these configurations; every object Helm builds is
+// labelled managed (package managedlabel).
+func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, own *ownwrites.Registry, managed string) *Getter {
+	return &Getter{next: next, discovery: dc, now: time.Now, own: own, managed: managed}
 }
 
 // ActionConfigFor implements helmclient.ActionConfigGetter.
@@ -163,7 +166,7 @@ func (c *kubeClient) Build(reader io.Reader, validate bool) (kube.ResourceList, 
 	if err != nil {
 		return objs, err
 	}
-	return objs, managedlabel.Label(objs)
+	return objs, managedlabel.Label(objs, c.getter.managed)
 }
 
 // Create implements kube.Interface: a delete of these objects from now on is someone else's.

@@ -19,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 )
 
@@ -39,7 +40,7 @@ func countingDiscovery(calls *int) *fakediscovery.FakeDiscovery {
 func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 	var calls int
 	now := time.Unix(0, 0)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls), nil)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls), nil, managedlabel.Value)
 	g.now = func() time.Time { return now }
 
 	for i := 0; i < 5; i++ {
@@ -68,7 +69,7 @@ func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 
 func TestEachConfigurationGetsItsOwnCapabilities(t *testing.T) {
 	var calls int
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls), nil)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls), nil, managedlabel.Value)
 	a, _ := g.ActionConfigFor(context.Background(), nil)
 	b, _ := g.ActionConfigFor(context.Background(), nil)
 	a.Capabilities.KubeVersion.Version = "changed"
@@ -81,7 +82,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 	var calls int
 	now := time.Unix(0, 0)
 	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
-		countingDiscovery(&calls), nil)
+		countingDiscovery(&calls), nil, managedlabel.Value)
 	g.now = func() time.Time { return now }
 	g.reachedAt = time.Time{}
 
@@ -121,7 +122,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
 	var calls int
 	fake := countingDiscovery(&calls)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), fake, nil)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), fake, nil, managedlabel.Value)
 	if changed, err := g.Refresh(); err != nil || changed {
 		t.Fatalf("first refresh: changed=%v err=%v, want no change", changed, err)
 	}

@@ -23,17 +23,19 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 )
 
-// Key and Value of the label on every object of every release.
+// Key of the label on every object of every release, and its Value when the operator is not
+// sharded (and in the default shard); a named shard's objects carry its name (package shard),
+// so that each shard caches only its own.
 const (
 	Key   = "myproxy-operator.gateway.example.com/managed"
 	Value = "true"
 )
 
-// Selector selects the labelled objects.
-func Selector() labels.Selector { return labels.SelectorFromSet(labels.Set{Key: Value}) }
+// Selector selects the objects labelled with value.
+func Selector(value string) labels.Selector { return labels.SelectorFromSet(labels.Set{Key: value}) }
 
-// Label adds the label to every object of a list built by Helm's kube client.
-func Label(objs kube.ResourceList) error {
+// Label sets the label to value on every object of a list built by Helm's kube client.
+func Label(objs kube.ResourceList, value string) error {
 	return objs.Visit(func(info *resource.Info, err error) error {
 		if err != nil {
 			return err
@@ -46,7 +48,7 @@ func Label(objs kube.ResourceList) error {
 		if l == nil {
 			l = map[string]string{}
 		}
-		l[Key] = Value
+		l[Key] = value
 		m.SetLabels(l)
 		return nil
 	})

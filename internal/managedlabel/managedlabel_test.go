@@ -31,11 +31,11 @@ func TestLabelMarksEveryObjectAndKeepsTheRest(t *testing.T) {
 		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "p"},
 		"spec": map[string]any{"replicas": int64(2)},
 	}}
-	if err := Label(kube.ResourceList{info(cm), info(dep)}); err != nil {
+	if err := Label(kube.ResourceList{info(cm), info(dep)}, Value); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []*unstructured.Unstructured{cm, dep} {
-		if !Selector().Matches(labels.Set(o.GetLabels())) {
+		if !Selector(Value).Matches(labels.Set(o.GetLabels())) {
 			t.Errorf("%s %s not labelled: %v", o.GetKind(), o.GetName(), o.GetLabels())
 		}
 	}
@@ -51,7 +51,7 @@ func TestLabelMarksEveryObjectAndKeepsTheRest(t *testing.T) {
 }
 
 func TestLabelRefusesAnObjectWithoutMetadata(t *testing.T) {
-	if err := Label(kube.ResourceList{info(&runtime.Unknown{})}); err == nil {
+	if err := Label(kube.ResourceList{info(&runtime.Unknown{})}, Value); err == nil {
 		t.Error("an object without metadata was labelled")
 	}
 }

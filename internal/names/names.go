@@ -37,6 +37,8 @@ const (
 	ReasonUninstallWaiting      = "UninstallWaiting"
 	// ReasonReleaseUnlocked: a release freed from a pending state an interrupted action left.
 	ReasonReleaseUnlocked = "ReleaseUnlocked"
+	// ReasonShardHandedOver: a shard stopped acting on a resource relabelled for another shard.
+	ReasonShardHandedOver = "ShardHandedOver"
 )
 
 // Event reasons of what stops a reconcile before any Helm action.

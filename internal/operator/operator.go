@@ -38,6 +38,7 @@ import (
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
+	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
@@ -120,7 +121,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if o.LeaderElect {
 		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{
 			LeaderElection:          true,
-			LeaderElectionID:        o.LeaderElectionID,
+			LeaderElectionID:        o.Shard.LeaseName(o.LeaderElectionID),
 			LeaderElectionNamespace: o.LeaderElectionNamespace,
 			RenewDeadline:           o.RenewDeadline,
 		})
@@ -147,12 +148,12 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		GracefulShutdownTimeout:             &o.GracefulShutdownTimeout,
 		// Controller names are unique per process; a manager built to campaign again reuses them.
 		Controller: config.Controller{SkipNameValidation: &again},
-		Cache:      cacheOptions(ws, namespaces),
+		Cache:      cacheOptions(ws, namespaces, o.Shard),
 		// The custom resources are unstructured, and controller-runtime reads unstructured
 		// objects from the apiserver unless told otherwise: 9 GETs per MyProxy while a fleet
 		// converged. Their informers exist anyway (the reconcilers watch them).
 		Client:   client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		NewCache: eventfilter.NewCache(eventFilters(ws), releaseObjectFilter(ws, own)),
+		NewCache: eventfilter.NewCache(eventFilters(ws, o.Shard), releaseObjectFilter(ws, own)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -202,9 +203,10 @@ func (r *lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[strin
 //   - no Secrets (see below);
 //   - no managed fields, which are often the larger part of an object.
 //
-// The custom resources are cached but for their managed fields, as the watch's selector picks
-// them (an invalid selector is reported when its reconciler is set up).
-func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.Options {
+// The custom resources are cached but for their managed fields, as the watch's selector and
+// this process's shard pick them (an invalid selector is reported when its reconciler is set
+// up); of the release objects, those of this shard.
+func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Shard) cache.Options {
 	// "owner exists and does not": no Secret. The Helm reconciler watches Secrets for its
 	// release records, whose events eventFilters drops anyway; TLS Secrets are watched through
 	// a metadata-only cache of their own (controller.NewSecretMetadataCache).
@@ -213,17 +215,19 @@ func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config) cache.
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(w.GroupVersionKind)
-		sel := labels.Everything()
+		sel := s.Selector()
 		if w.Selector != nil {
-			if s, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
-				sel = s
+			if ws, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
+				if reqs, _ := ws.Requirements(); len(reqs) > 0 {
+					sel = sel.Add(reqs...)
+				}
 			}
 		}
 		byObject[cr] = cache.ByObject{Label: sel}
 	}
 	return cache.Options{
 		DefaultNamespaces:    namespaces,
-		DefaultLabelSelector: managedlabel.Selector(),
+		DefaultLabelSelector: managedlabel.Selector(s.ManagedValue()),
 		DefaultTransform:     stripManagedFields,
 		ByObject:             byObject,
 	}
@@ -250,13 +254,16 @@ func stripManagedFields(in any) (any, error) {
 //     controller watches the unfiltered informer with a filter of its own;
 //   - Helm release Secrets (labelled owner=helm) are the reconciler's own records. Without
 //     this, a failing install, which writes a release record and removes it on rollback,
-//     re-enqueues itself at once and retries in a tight loop instead of backing off.
-func eventFilters(ws []watches.Watch) map[schema.GroupVersionKind]eventfilter.Filter {
+//     re-enqueues itself at once and retries in a tight loop instead of backing off;
+//   - custom resources another shard acts on (package shard) do not reach this shard's
+//     reconcilers until that shard hands them over.
+func eventFilters(ws []watches.Watch, s shard.Shard) map[schema.GroupVersionKind]eventfilter.Filter {
 	filters := map[schema.GroupVersionKind]eventfilter.Filter{
 		corev1.SchemeGroupVersion.WithKind("Secret"): eventfilter.IgnoreLabelled(names.RecordOwnerLabel, names.RecordOwnerHelm),
 	}
 	for _, w := range ws {
-		filters[w.GroupVersionKind] = eventfilter.IgnoreStatusOnlyChanges()
+		filters[w.GroupVersionKind] = eventfilter.Both(eventfilter.IgnoreStatusOnlyChanges(),
+			eventfilter.IgnoreClaimedElsewhere(s.ClaimedByOther))
 	}
 	return filters
 }

@@ -6,10 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // WatchNamespaceEnv names the environment variable that scopes the operator to namespaces:
@@ -46,6 +49,8 @@ type Options struct {
 	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
 	ChartRolloutRate        float64
 	GracefulShutdownTimeout time.Duration
+	// Shard is the part of the fleet this process owns (--shard, --shards).
+	Shard shard.Shard
 }
 
 // BindFlags registers every option on fs with its default.
@@ -91,6 +96,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 			"are not limited. 0 means no limit.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
 		"How long in-flight reconciles may run after SIGTERM before the process exits.")
+	fs.Func("shards", "Names of every shard of a sharded fleet, comma-separated, the same on every "+
+		"operator Deployment of the fleet; empty: not sharded. A custom resource belongs to the shard its "+
+		"label "+shard.Label+" names, or to the default shard when it names none of these.", func(v string) error {
+		o.Shard.Fleet = nil
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" && !slices.Contains(o.Shard.Fleet, n) {
+				o.Shard.Fleet = append(o.Shard.Fleet, n)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&o.Shard.Name, "shard", "",
+		"This Deployment's shard, one of --shards; empty: the default shard. Its leader election Lease is "+
+			"named after it (--leader-election-id-<shard>).")
 }
 
 // Validate reports options that cannot work.
@@ -109,6 +128,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--unlock-pending-after must be positive, got %s", o.UnlockPendingAfter)
 	case o.MaxReleaseHistory < 0:
 		return fmt.Errorf("--max-release-history must not be negative, got %d", o.MaxReleaseHistory)
+	case o.Shard.Validate() != nil:
+		return o.Shard.Validate()
 	case o.LeaderElect && o.RenewDeadline >= o.LeaseDuration:
 		return fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)",
 			o.RenewDeadline, o.LeaseDuration)

@@ -10,12 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/managedlabel"
 )
 
 // Ref identifies one object of a release.
 type Ref struct {
 	GVK             schema.GroupVersionKind
 	Namespace, Name string
+	// Managed is the object's managed label value in the manifest (package managedlabel).
+	Managed string
 }
 
 func (r Ref) String() string { return r.GVK.Kind + "/" + r.Name }
@@ -86,8 +90,9 @@ type objectHeader struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
 	} `json:"metadata"`
 }
 
@@ -107,7 +112,8 @@ func parseManifest(manifest, namespace string, namespaced func(schema.GroupVersi
 		if h.Kind == "" {
 			continue
 		}
-		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name}
+		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
+			Managed: h.Metadata.Labels[managedlabel.Key]}
 		switch {
 		case !namespaced(ref.GVK):
 			ref.Namespace = ""

@@ -1,0 +1,118 @@
+package actionclient
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/shard"
+)
+
+// updates records the updates of custom resources, answering err.
+type updates struct {
+	client.Writer
+	owners []string
+	err    error
+}
+
+func (u *updates) Update(_ context.Context, obj client.Object, _ ...client.UpdateOption) error {
+	u.owners = append(u.owners, shard.Owner(obj))
+	return u.err
+}
+
+// installs counts the installs that reach the plugins' client.
+type installs struct {
+	helmclient.ActionInterface
+	n int
+}
+
+func (i *installs) Install(string, string, *chart.Chart, map[string]any, ...helmclient.InstallOption) (*release.Release, error) {
+	i.n++
+	return &release.Release{}, nil
+}
+
+func crOwnedBy(owner string) *unstructured.Unstructured {
+	cr := &unstructured.Unstructured{}
+	cr.SetGroupVersionKind(crGVK)
+	cr.SetNamespace(crKey.Namespace)
+	cr.SetName(crKey.Name)
+	if owner != "" {
+		cr.SetAnnotations(map[string]string{shard.OwnerAnnotation: owner})
+	}
+	return cr
+}
+
+func claimedOver(base *installs, s shard.Shard, claims *shard.Claims, w client.Writer) helmclient.ActionClientGetter {
+	return Claimed(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+		return base, nil
+	}), s, claims, w)
+}
+
+func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
+	a := shard.Shard{Name: "a", Fleet: []string{"a", "b"}}
+	for _, tc := range []struct {
+		name      string
+		owner     string
+		updateErr error
+		claims    []string // owners written
+		refused   string   // in the error, when refused
+	}{
+		{name: "unclaimed: claimed, then acted on", owner: "", claims: []string{"a"}},
+		{name: "its own: acted on", owner: "a"},
+		{name: "another shard's: refused", owner: "b", refused: `shard "b" acts on it`},
+		{name: "a concurrent change: the claim fails", owner: "", updateErr: apierrors.NewConflict(schema.GroupResource{}, "p", errors.New("changed")),
+			claims: []string{"a"}, refused: "claiming it for shard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, base := &updates{err: tc.updateErr}, &installs{}
+			ac, err := claimedOver(base, a, shard.NewClaims(), w).ActionClientFor(context.Background(), crOwnedBy(tc.owner))
+			if strings.Join(w.owners, ",") != strings.Join(tc.claims, ",") {
+				t.Errorf("claims written %v, want %v", w.owners, tc.claims)
+			}
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Errorf("error %v, want one saying %q", err, tc.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ac.Install("p", "ns", nil, nil); err != nil || base.n != 1 {
+				t.Errorf("install: %v, %d reached Helm", err, base.n)
+			}
+		})
+	}
+}
+
+func TestClaimedStartsNothingAfterAHandover(t *testing.T) {
+	a := shard.Shard{Name: "a", Fleet: []string{"a"}}
+	claims, base := shard.NewClaims(), &installs{}
+	ac, err := claimedOver(base, a, claims, &updates{}).ActionClientFor(context.Background(), crOwnedBy("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !claims.Release(shard.Key{GVK: crGVK, NamespacedName: crKey}) {
+		t.Fatal("nothing in flight, yet not released")
+	}
+	if _, err := ac.Install("p", "ns", nil, nil); !errors.Is(err, shard.ErrHandedOver) || base.n != 0 {
+		t.Errorf("install after the handover: %v, %d reached Helm", err, base.n)
+	}
+}
+
+func TestNotShardedIsTheNextGetter(t *testing.T) {
+	w, base := &updates{}, &installs{}
+	ac, err := claimedOver(base, shard.Shard{}, shard.NewClaims(), w).ActionClientFor(context.Background(), crOwnedBy("b"))
+	if err != nil || ac != helmclient.ActionInterface(base) || len(w.owners) > 0 {
+		t.Errorf("not sharded: client %T, error %v, claims %v", ac, err, w.owners)
+	}
+}

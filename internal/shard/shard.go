@@ -1,0 +1,117 @@
+// Package shard divides one fleet of custom resources among several operator Deployments, on
+// Kubernetes' own primitives, as Flux's controllers do with their sharding label:
+//
+//   - a user picks a resource's shard with the label Label; every shard's caches select only its
+//     resources (a label selector), and only its release objects (the managed label carries the
+//     shard, package managedlabel), so memory divides with the fleet;
+//   - the default shard owns the resources whose label names no shard of the fleet (none, or a
+//     shard that does not exist): no resource is left without an owner;
+//   - each shard elects its leader on a Lease of its own, so a shard's standby replica takes over
+//     its resources, and only them, when its leader dies;
+//   - a resource moved from one shard to another is handed over, never acted on by two: the
+//     shard acting on it names itself in the annotation OwnerAnnotation (a write with the
+//     resource version as precondition, so one claim wins); the old shard, once the resource
+//     left its cache and nothing of its own is in flight on it, clears the annotation (Claims);
+//     only then may the new shard claim it. Its release is upgraded in place (its objects are
+//     relabelled for the new shard's cache), not reinstalled.
+package shard
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/managedlabel"
+)
+
+const (
+	// Label names the shard that owns a custom resource; users set it.
+	Label = "myproxy-operator.gateway.example.com/shard"
+	// OwnerAnnotation names the shard acting on a custom resource; the operator sets it.
+	OwnerAnnotation = "myproxy-operator.gateway.example.com/owner-shard"
+	// DefaultID is the default shard's name in OwnerAnnotation.
+	DefaultID = "default"
+)
+
+// Shard is the part of the fleet this process owns.
+type Shard struct {
+	// Name is this process's shard; empty for the default shard (or when not sharded).
+	Name string
+	// Fleet names every shard but the default one; empty when the operator is not sharded.
+	Fleet []string
+}
+
+// Validate reports a shard configuration that cannot work.
+func (s Shard) Validate() error {
+	for _, n := range s.Fleet {
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return fmt.Errorf("--shards: %q is not a valid shard name: %s", n, errs[0])
+		}
+		if n == DefaultID || n == managedlabel.Value {
+			return fmt.Errorf("--shards: %q is reserved (the default shard owns the resources of no named shard)", n)
+		}
+	}
+	if s.Name != "" && !slices.Contains(s.Fleet, s.Name) {
+		return fmt.Errorf("--shard %q is not one of --shards %v", s.Name, s.Fleet)
+	}
+	return nil
+}
+
+// Sharded reports whether the fleet is divided among several Deployments.
+func (s Shard) Sharded() bool { return len(s.Fleet) > 0 }
+
+// ID is this shard's name in OwnerAnnotation.
+func (s Shard) ID() string {
+	if s.Name == "" {
+		return DefaultID
+	}
+	return s.Name
+}
+
+// Selector selects the custom resources this shard owns: all when not sharded; those labelled
+// with its name; for the default shard, those labelled with no shard of the fleet.
+func (s Shard) Selector() labels.Selector {
+	if !s.Sharded() {
+		return labels.Everything()
+	}
+	var req *labels.Requirement
+	var err error
+	if s.Name != "" {
+		req, err = labels.NewRequirement(Label, selection.Equals, []string{s.Name})
+	} else {
+		req, err = labels.NewRequirement(Label, selection.NotIn, s.Fleet)
+	}
+	if err != nil { // names are validated
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// ManagedValue is the managed label value of this shard's release objects.
+func (s Shard) ManagedValue() string {
+	if s.Name == "" {
+		return managedlabel.Value
+	}
+	return s.Name
+}
+
+// LeaseName is the leader election Lease of this shard, from the operator's Lease name.
+func (s Shard) LeaseName(base string) string {
+	if s.Name == "" {
+		return base
+	}
+	return base + "-" + s.Name
+}
+
+// Owner is the shard acting on obj, or "" when none claimed it.
+func Owner(obj client.Object) string { return obj.GetAnnotations()[OwnerAnnotation] }
+
+// ClaimedByOther reports whether another shard acts on obj: this shard must not touch it.
+func (s Shard) ClaimedByOther(obj client.Object) bool {
+	o := Owner(obj)
+	return s.Sharded() && o != "" && o != s.ID()
+}
