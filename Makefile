@@ -39,6 +39,10 @@ BUNDLE_METADATA_OPTS ?= --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANN
 KUBECTL ?= kubectl
 OPERATOR := $(BIN)/myproxy-operator
 
+# Named shards of a sharded fleet for deploy, undeploy and render-default, e.g. SHARDS=a,b:
+# one more manager Deployment per shard beside the default shard's (docs/deploying.md).
+SHARDS ?=
+
 # Go test flags; e.g. make test GOTEST_FLAGS='-run TestE2E -v'.
 GOTEST_FLAGS ?=
 
@@ -242,7 +246,8 @@ $(OPERATOR_SDK) $(OPM) $(HELM_OPERATOR): hack/tools/operator-sdk/go.mod hack/too
 # overlay so that no tracked file changes.
 define render
 mkdir -p $(BIN) && overlay=$$(mktemp -d $(BIN)/overlay.XXXXXX) && trap 'rm -rf "$$overlay"' EXIT && \
-  printf 'resources:\n- ../../$(1)\n' > "$$overlay/kustomization.yaml" && \
+  if [ -n "$(SHARDS)" ] && [ "$(1)" = config/default ]; then hack/shards.sh "$$overlay" "$(SHARDS)"; \
+  else printf 'resources:\n- ../../$(1)\n' > "$$overlay/kustomization.yaml"; fi && \
   (cd "$$overlay" && $(KUSTOMIZE) edit set image $(IMAGE_REPO)=$(IMG)) && \
   $(KUSTOMIZE) build "$$overlay"
 endef

@@ -4,7 +4,10 @@
 //   - the CRD goes to crds/ (Helm installs it first and never deletes it);
 //   - the Namespace is left out: `helm install -n NS --create-namespace` owns it;
 //   - every other object becomes a template, its namespace the release's, with the manager's
-//     image, replicas, resources and WATCH_NAMESPACE taken from values.yaml.
+//     image, replicas, resources and WATCH_NAMESPACE taken from values.yaml;
+//   - the manager Deployment is repeated for each named shard in values.yaml's shards, as
+//     `make deploy SHARDS=...` (hack/shards.sh) does: its own name suffix and control-plane
+//     label, and --shards/--shard.
 package main
 
 import (
@@ -26,6 +29,21 @@ const (
 	imagePlaceholder     = "IMAGE-PLACEHOLDER"
 	replicasPlaceholder  = 987654321
 	resourcesPlaceholder = "RESOURCES-PLACEHOLDER"
+	managerPlaceholder   = "MANAGER-NAME-PLACEHOLDER"
+	controlPlanePlace    = "CONTROL-PLANE-PLACEHOLDER"
+	shardArgsPlaceholder = "SHARD-ARGS-PLACEHOLDER"
+)
+
+// The manager Deployment's template: once for the default shard, then once per named shard.
+const (
+	shardsRange = "{{- range $shard := prepend $.Values.shards \"\" }}\n---\n"
+	shardsEnd   = "{{- end }}\n"
+	shardArgs   = `        {{- if $.Values.shards }}
+        - --shards={{ join "," $.Values.shards }}
+        {{- end }}
+        {{- if $shard }}
+        - --shard={{ $shard }}
+        {{- end }}`
 )
 
 func main() {
@@ -68,7 +86,11 @@ func run(in io.Reader, out, version, image string) error {
 		}
 		placeNamespaces(obj)
 		file := fmt.Sprintf("%s-%s.yaml", strings.ToLower(kind), strings.TrimPrefix(name, "myproxy-operator-"))
-		if err := writeYAML(filepath.Join(out, "templates", file), obj, templated); err != nil {
+		transform := templated
+		if kind == "Deployment" {
+			transform = func(y string) string { return shardsRange + templated(y) + shardsEnd }
+		}
+		if err := writeYAML(filepath.Join(out, "templates", file), obj, transform); err != nil {
 			return err
 		}
 	}
@@ -129,15 +151,25 @@ func placeNamespaces(obj map[string]any) {
 	if str(obj, "kind") != "Deployment" {
 		return
 	}
+	meta["name"] = managerPlaceholder
 	spec := obj["spec"].(map[string]any)
 	spec["replicas"] = replicasPlaceholder
-	podSpec := spec["template"].(map[string]any)["spec"].(map[string]any)
+	template := spec["template"].(map[string]any)
+	for _, labels := range []any{meta["labels"], spec["selector"].(map[string]any)["matchLabels"],
+		template["metadata"].(map[string]any)["labels"]} {
+		if l, ok := labels.(map[string]any); ok && l["control-plane"] != nil {
+			l["control-plane"] = controlPlanePlace
+		}
+	}
+	podSpec := template["spec"].(map[string]any)
 	for _, c := range podSpec["containers"].([]any) {
 		ctr := c.(map[string]any)
 		if ctr["name"] != "manager" {
 			continue
 		}
 		ctr["image"] = imagePlaceholder
+		args, _ := ctr["args"].([]any)
+		ctr["args"] = append(args, shardArgsPlaceholder)
 		ctr["resources"] = resourcesPlaceholder
 		env, _ := ctr["env"].([]any)
 		ctr["env"] = append(env, map[string]any{"name": "WATCH_NAMESPACE", "value": "WATCH-NAMESPACE-PLACEHOLDER"})
@@ -146,13 +178,17 @@ func placeNamespaces(obj map[string]any) {
 
 // templated turns the placeholders into template expressions.
 func templated(y string) string {
+	// $ is the chart's root wherever the template stands, also in the Deployment's range.
 	return strings.NewReplacer(
-		nsPlaceholder, "{{ .Release.Namespace }}",
-		"app.kubernetes.io/managed-by: kustomize", "app.kubernetes.io/managed-by: {{ .Release.Service }}",
-		imagePlaceholder, `{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}`,
-		fmt.Sprint(replicasPlaceholder), "{{ .Values.replicas }}",
-		"resources: "+resourcesPlaceholder, "resources: {{- toYaml .Values.resources | nindent 10 }}",
-		"WATCH-NAMESPACE-PLACEHOLDER", `{{ join "," .Values.watchNamespaces | quote }}`,
+		nsPlaceholder, "{{ $.Release.Namespace }}",
+		"app.kubernetes.io/managed-by: kustomize", "app.kubernetes.io/managed-by: {{ $.Release.Service }}",
+		imagePlaceholder, `{{ $.Values.image.repository }}:{{ $.Values.image.tag | default $.Chart.AppVersion }}`,
+		fmt.Sprint(replicasPlaceholder), "{{ $.Values.replicas }}",
+		"resources: "+resourcesPlaceholder, "resources: {{- toYaml $.Values.resources | nindent 10 }}",
+		"WATCH-NAMESPACE-PLACEHOLDER", `{{ join "," $.Values.watchNamespaces | quote }}`,
+		managerPlaceholder, "myproxy-operator-controller-manager{{ if $shard }}-{{ $shard }}{{ end }}",
+		controlPlanePlace, "controller-manager{{ if $shard }}-{{ $shard }}{{ end }}",
+		"        - "+shardArgsPlaceholder, shardArgs,
 	).Replace(y)
 }
 
@@ -195,6 +231,11 @@ replicas: 1
 
 # -- Namespaces whose MyProxies the operator reconciles; empty means all namespaces.
 watchNamespaces: []
+
+# -- Named shards of a sharded fleet (docs/deploying.md): one more manager Deployment per name,
+# owning the MyProxies labelled myproxy-operator.gateway.example.com/shard=<name>; the first
+# Deployment is the default shard and owns every other MyProxy. Empty: it owns them all.
+shards: []
 
 # -- Resources of the manager container.
 %s`, image, res)

@@ -18,7 +18,9 @@ type Key struct {
 }
 
 // Claims tracks this shard's actions in flight per custom resource, so that it hands a
-// resource over only when none is, and starts none after.
+// resource over only when none is, and starts none after. A handed-over resource is remembered
+// until it comes back (Reclaim): a reconcile that began before the handover may still try an
+// action on it, however late.
 type Claims struct {
 	mu       sync.Mutex
 	inflight map[Key]int

@@ -109,3 +109,40 @@ func refusedNothingSince(t *testing.T, from time.Time) {
 		t.Errorf("refused to %s: %s", managerSA, p)
 	}
 }
+
+// make deploy SHARDS=a,b runs the default shard's manager and one per named shard, each
+// admitted under the restricted Pod Security Standard and Available (kwok runs them), and
+// each told its shard; make undeploy SHARDS=a,b removes them all.
+func TestDeployShards(t *testing.T) {
+	env := []string{"KUBECONFIG=" + kubeconfig}
+	harness.Run(t, env, "make", "deploy", "SHARDS=a,b")
+	undeployed := false
+	t.Cleanup(func() {
+		if !undeployed {
+			_, _ = harness.RunErr(env, "make", "undeploy", "SHARDS=a,b")
+		}
+	})
+	for deployment, flags := range map[string]string{
+		"myproxy-operator-controller-manager":   "--shards=a,b",
+		"myproxy-operator-controller-manager-a": "--shards=a,b --shard=a",
+		"myproxy-operator-controller-manager-b": "--shards=a,b --shard=b",
+	} {
+		kubectl(t, "wait", "-n", systemNamespace, "--for=condition=Available", "deployment/"+deployment, "--timeout=120s")
+		args := kubectl(t, "get", "-n", systemNamespace, "deployment/"+deployment, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+		for _, flag := range strings.Fields(flags) {
+			if !strings.Contains(args, `"`+flag+`"`) {
+				t.Errorf("%s runs with %s, without %s", deployment, args, flag)
+			}
+		}
+	}
+	pods := kubectl(t, "get", "pods", "-n", systemNamespace, "-l", "app.kubernetes.io/name=myproxy-operator", "-o", "name")
+	if n := len(strings.Fields(pods)); n != 3 {
+		t.Errorf("the metrics Service selects %d manager Pods, want 3:\n%s", n, pods)
+	}
+	harness.Run(t, env, "make", "undeploy", "SHARDS=a,b")
+	undeployed = true
+	harness.Eventually(t, 120*time.Second, "undeploy removed every shard", func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "namespace/"+systemNamespace, "--ignore-not-found", "-o", "name")
+		return strings.TrimSpace(out) == "", "left: " + out
+	})
+}
