@@ -15,36 +15,37 @@ import (
 // Claimed returns a getter whose action clients act only on custom resources this shard has
 // claimed (package shard). Not sharded, it is next itself.
 //
-// A resource no shard claims is claimed first: this shard writes its name into the owner
-// annotation, with the resource version as precondition (a concurrent claim or change fails
-// the reconcile, which retries). A resource another shard claims is refused: that shard hands
-// it over first (the cache filter keeps such resources from reaching the reconciler; this
+// A resource no shard of the fleet claims is claimed first: this shard writes its name into
+// the owner label, with the resource version as precondition (a concurrent claim or change
+// fails the reconcile, which retries). A resource another shard claims is refused: that shard
+// hands it over first (the cache filter keeps such resources from reaching the reconciler; this
 // catches a cache that lags). Every call on the release is bracketed by Claims.Begin and End,
-// so that the handover waits for this shard's calls in flight and no call starts after it.
+// so that the handover waits for this shard's calls in flight and no call starts after it. A
+// resource that names this shard but was handed over stays refused: that is a lagging copy,
+// not a new claim.
 func Claimed(next helmclient.ActionClientGetter, s shard.Shard, claims *shard.Claims, writer client.Writer) helmclient.ActionClientGetter {
 	if !s.Sharded() {
 		return next
 	}
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 		key := shard.Key{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
-		switch owner := shard.Owner(obj); owner {
-		case s.ID():
-		case "":
-			a := obj.GetAnnotations()
-			if a == nil {
-				a = map[string]string{}
+		switch owner := shard.Owner(obj); {
+		case owner == s.ID():
+		case owner == "" || !s.InFleet(owner):
+			l := obj.GetLabels()
+			if l == nil {
+				l = map[string]string{}
 			}
-			a[shard.OwnerAnnotation] = s.ID()
-			obj.SetAnnotations(a)
+			l[shard.OwnerLabel] = s.ID()
+			obj.SetLabels(l)
 			// An update carries the resource version read, so of two claims one fails.
 			if err := writer.Update(ctx, obj); err != nil {
 				return nil, fmt.Errorf("claiming it for shard %q: %w", s.ID(), err)
 			}
+			claims.Reclaim(key)
 		default:
-			return nil, fmt.Errorf("shard %q acts on it until it hands it over (annotation %s)", owner, shard.OwnerAnnotation)
+			return nil, fmt.Errorf("shard %q acts on it until it hands it over (label %s)", owner, shard.OwnerLabel)
 		}
-		// Owned: by an earlier claim that a failed handover left in place, or by this one.
-		claims.Reclaim(key)
 		ac, err := next.ActionClientFor(ctx, obj)
 		if err != nil {
 			return nil, err

@@ -46,7 +46,7 @@ func crOwnedBy(owner string) *unstructured.Unstructured {
 	cr.SetNamespace(crKey.Namespace)
 	cr.SetName(crKey.Name)
 	if owner != "" {
-		cr.SetAnnotations(map[string]string{shard.OwnerAnnotation: owner})
+		cr.SetLabels(map[string]string{shard.OwnerLabel: owner})
 	}
 	return cr
 }
@@ -69,6 +69,7 @@ func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 		{name: "unclaimed: claimed, then acted on", owner: "", claims: []string{"a"}},
 		{name: "its own: acted on", owner: "a"},
 		{name: "another shard's: refused", owner: "b", refused: `shard "b" acts on it`},
+		{name: "a stale claim of a shard not in the fleet: claimed", owner: "removed", claims: []string{"a"}},
 		{name: "a concurrent change: the claim fails", owner: "", updateErr: apierrors.NewConflict(schema.GroupResource{}, "p", errors.New("changed")),
 			claims: []string{"a"}, refused: "claiming it for shard"},
 	} {
@@ -106,6 +107,22 @@ func TestClaimedStartsNothingAfterAHandover(t *testing.T) {
 	}
 	if _, err := ac.Install("p", "ns", nil, nil); !errors.Is(err, shard.ErrHandedOver) || base.n != 0 {
 		t.Errorf("install after the handover: %v, %d reached Helm", err, base.n)
+	}
+	// A lagging cache may still show the resource as this shard's: that is no new claim.
+	ac, err = claimedOver(base, a, claims, &updates{}).ActionClientFor(context.Background(), crOwnedBy("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Install("p", "ns", nil, nil); !errors.Is(err, shard.ErrHandedOver) || base.n != 0 {
+		t.Errorf("install from a lagging copy after the handover: %v, %d reached Helm", err, base.n)
+	}
+	// Claimed afresh (the resource came back, unclaimed), it is acted on again.
+	ac, err = claimedOver(base, a, claims, &updates{}).ActionClientFor(context.Background(), crOwnedBy(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Install("p", "ns", nil, nil); err != nil || base.n != 1 {
+		t.Errorf("install once claimed again: %v, %d reached Helm", err, base.n)
 	}
 }
 

@@ -79,16 +79,17 @@ var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
 
 // shared is what every kind's reconciler shares.
 type shared struct {
-	metrics *actionclient.Metrics
-	secrets cache.Cache
-	rollout *rate.Limiter // the rate is the operator's
-	queues  *requeue.Queues
-	lookups *renderinputs.Tracker
-	unlock  actionclient.SoleWriter
-	own     *ownwrites.Registry
-	records cache.Cache
-	shard   shard.Shard
-	claims  *shard.Claims
+	metrics    *actionclient.Metrics
+	secrets    cache.Cache
+	rollout    *rate.Limiter // the rate is the operator's
+	queues     *requeue.Queues
+	lookups    *renderinputs.Tracker
+	unlock     actionclient.SoleWriter
+	own        *ownwrites.Registry
+	records    cache.Cache
+	shard      shard.Shard
+	claims     *shard.Claims
+	claimCache cache.Cache // sharded only
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -120,6 +121,11 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	}
 	if o.ChartRolloutRate > 0 {
 		sh.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
+	}
+	if o.Shard.Sharded() {
+		if sh.claimCache, err = NewClaimCache(mgr, namespaces, o.Shard); err != nil {
+			return fmt.Errorf("creating the shard claim cache: %w", err)
+		}
 	}
 	t, err := tracked()
 	if err != nil {
@@ -232,7 +238,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		return capabilityReader{}, err
 	}
 	if sh.shard.Sharded() {
-		h := &Handover{Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
+		h := &Handover{Claimed: sh.claimCache, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
 			Shard: sh.shard, Claims: sh.claims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return capabilityReader{}, err

@@ -7,11 +7,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -26,14 +28,15 @@ import (
 // resource (a reconcile's Helm call in flight) or the resource changed under the write.
 const handoverRetry = 200 * time.Millisecond
 
-// Handover hands a custom resource that left this shard (relabelled for another) over to its
-// new shard: once no Helm call of this shard is in flight on it, and none may start
-// (shard.Claims), it clears the owner annotation that names this shard; the new shard, whose
-// cache filter held the resource back until then, claims it. It runs on the resource's
-// disappearance from this shard's cache, and reads the resource from the apiserver: a resource
-// deleted for good is forgotten.
+// Handover hands the custom resources that name this shard in their claim (shard.OwnerLabel)
+// but are no longer this shard's (relabelled for another, also while this shard was down) over
+// to their shard: once no Helm call of this shard is in flight on one, and none may start
+// (shard.Claims), it clears the claim; the new shard, whose cache filter held the resource back
+// until then, claims it. It follows the claims through a metadata-only cache of the resources
+// that name this shard (NewClaimCache), and reads each resource from the apiserver before it
+// writes.
 type Handover struct {
-	Cache    client.Reader // this shard's cache
+	Claimed  cache.Cache   // NewClaimCache
 	Live     client.Reader // the apiserver
 	Writer   client.Writer
 	GVK      schema.GroupVersionKind
@@ -42,45 +45,55 @@ type Handover struct {
 	Recorder record.EventRecorder
 }
 
-// SetupWithManager registers the controller; it sees only deletes from the cache.
+// NewClaimCache returns a cache, started by the manager, of the metadata of the custom
+// resources that name this shard in their claim, in the watched namespaces.
+func NewClaimCache(mgr ctrl.Manager, namespaces map[string]cache.Config, s shard.Shard) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: namespaces, DefaultLabelSelector: s.OwnerSelector(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, mgr.Add(c)
+}
+
+// SetupWithManager registers the controller: it runs for each claimed resource that this
+// shard's selector does not pick.
 func (h *Handover) SetupWithManager(mgr ctrl.Manager) error {
-	obj := &unstructured.Unstructured{}
+	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(h.GVK)
-	onlyDeletes := predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	notMine := func(o client.Object) bool { return !h.Shard.Selector().Matches(labels.Set(o.GetLabels())) }
+	moved := predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return notMine(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return notMine(e.ObjectNew) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-handover", h.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](mgr.GetCache(), obj, &handler.EnqueueRequestForObject{}, onlyDeletes)).
+		WatchesRawSource(source.Kind[client.Object](h.Claimed, obj, &handler.EnqueueRequestForObject{}, moved)).
 		Complete(h)
 }
 
-// Reconcile hands the resource over if it is this shard's and now another's.
+// Reconcile hands the resource over if it names this shard but is another's.
 func (h *Handover) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(h.GVK)
-	if err := h.Cache.Get(ctx, req.NamespacedName, obj); err == nil || !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err // back in this shard's cache: still its own
-	}
-	err := h.Live.Get(ctx, req.NamespacedName, obj)
-	if apierrors.IsNotFound(err) {
-		return ctrl.Result{}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
+	if err := h.Live.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if shard.Owner(obj) != h.Shard.ID() || h.Shard.Selector().Matches(labels.Set(obj.GetLabels())) {
-		return ctrl.Result{}, nil // not this shard's to give, or its own again (the cache lags)
+		return ctrl.Result{}, nil // not this shard's to give, or its own again
 	}
 	key := shard.Key{GVK: h.GVK, NamespacedName: req.NamespacedName}
 	if !h.Claims.Release(key) {
 		return ctrl.Result{RequeueAfter: handoverRetry}, nil
 	}
-	a := obj.GetAnnotations()
-	delete(a, shard.OwnerAnnotation)
-	obj.SetAnnotations(a)
+	l := obj.GetLabels()
+	delete(l, shard.OwnerLabel)
+	obj.SetLabels(l)
 	// The resource version read is the precondition: a concurrent change makes this retry.
 	if err := h.Writer.Update(ctx, obj); err != nil {
 		h.Claims.Reclaim(key)

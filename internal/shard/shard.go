@@ -9,10 +9,12 @@
 //   - each shard elects its leader on a Lease of its own, so a shard's standby replica takes over
 //     its resources, and only them, when its leader dies;
 //   - a resource moved from one shard to another is handed over, never acted on by two: the
-//     shard acting on it names itself in the annotation OwnerAnnotation (a write with the
-//     resource version as precondition, so one claim wins); the old shard, once the resource
-//     left its cache and nothing of its own is in flight on it, clears the annotation (Claims);
-//     only then may the new shard claim it. Its release is upgraded in place (its objects are
+//     shard acting on it names itself in the label OwnerLabel (a write with the resource
+//     version as precondition, so one claim wins); a shard follows the resources that name it
+//     (a metadata watch on that label), and clears the label of those its selector no longer
+//     picks once nothing of its own is in flight on them (Claims), also those moved while it
+//     was down; only then may the new shard claim it. A claim naming a shard that is not in
+//     the fleet is stale and taken over. The release is upgraded in place (its objects are
 //     relabelled for the new shard's cache), not reinstalled.
 package shard
 
@@ -31,9 +33,9 @@ import (
 const (
 	// Label names the shard that owns a custom resource; users set it.
 	Label = "myproxy-operator.gateway.example.com/shard"
-	// OwnerAnnotation names the shard acting on a custom resource; the operator sets it.
-	OwnerAnnotation = "myproxy-operator.gateway.example.com/owner-shard"
-	// DefaultID is the default shard's name in OwnerAnnotation.
+	// OwnerLabel names the shard acting on a custom resource; the operator sets it.
+	OwnerLabel = "myproxy-operator.gateway.example.com/owner-shard"
+	// DefaultID is the default shard's name in OwnerLabel.
 	DefaultID = "default"
 )
 
@@ -64,7 +66,7 @@ func (s Shard) Validate() error {
 // Sharded reports whether the fleet is divided among several Deployments.
 func (s Shard) Sharded() bool { return len(s.Fleet) > 0 }
 
-// ID is this shard's name in OwnerAnnotation.
+// ID is this shard's name in OwnerLabel.
 func (s Shard) ID() string {
 	if s.Name == "" {
 		return DefaultID
@@ -107,11 +109,20 @@ func (s Shard) LeaseName(base string) string {
 	return base + "-" + s.Name
 }
 
-// Owner is the shard acting on obj, or "" when none claimed it.
-func Owner(obj client.Object) string { return obj.GetAnnotations()[OwnerAnnotation] }
+// Owner is the shard named in obj's claim, or "" when none claimed it.
+func Owner(obj client.Object) string { return obj.GetLabels()[OwnerLabel] }
 
-// ClaimedByOther reports whether another shard acts on obj: this shard must not touch it.
+// InFleet reports whether id names a shard of the fleet (the default one included).
+func (s Shard) InFleet(id string) bool { return id == DefaultID || slices.Contains(s.Fleet, id) }
+
+// ClaimedByOther reports whether another shard of the fleet acts on obj: this shard must not
+// touch it. A claim naming no shard of the fleet is stale (a shard since removed).
 func (s Shard) ClaimedByOther(obj client.Object) bool {
 	o := Owner(obj)
-	return s.Sharded() && o != "" && o != s.ID()
+	return s.Sharded() && o != "" && o != s.ID() && s.InFleet(o)
+}
+
+// OwnerSelector selects the custom resources that name this shard in their claim.
+func (s Shard) OwnerSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{OwnerLabel: s.ID()})
 }

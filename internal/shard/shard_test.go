@@ -80,7 +80,7 @@ func TestClaimedByOther(t *testing.T) {
 	obj := func(owner string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
 		if owner != "" {
-			u.SetAnnotations(map[string]string{OwnerAnnotation: owner})
+			u.SetLabels(map[string]string{OwnerLabel: owner})
 		}
 		return u
 	}
@@ -94,8 +94,9 @@ func TestClaimedByOther(t *testing.T) {
 		{shard: a, owner: "a", other: false},
 		{shard: a, owner: "b", other: true},
 		{shard: a, owner: DefaultID, other: true},
+		{shard: a, owner: "removed", other: false}, // a stale claim: no such shard in the fleet
 		{shard: Shard{Fleet: []string{"a"}}, owner: DefaultID, other: false},
-		{shard: Shard{}, owner: "b", other: false}, // not sharded: the annotation means nothing
+		{shard: Shard{}, owner: "b", other: false}, // not sharded: the claim means nothing
 	} {
 		if got := tc.shard.ClaimedByOther(obj(tc.owner)); got != tc.other {
 			t.Errorf("shard %q, owner %q: claimed by another %v", tc.shard.Name, tc.owner, got)

@@ -178,7 +178,8 @@ func (p *shardProcess) heapAfterGC(t *testing.T) float64 {
 // the shard its label names; each shard's heap grows by about a third of what an unsharded
 // operator's grows by over the same fleet; a MyProxy moved from a to b is handed over (a stops,
 // b upgrades the release in place: same Deployment, next revision) and never written by both
-// at once; when a's leader dies, its standby takes over a's MyProxies.
+// at once; when a's leader dies, its standby takes over a's MyProxies; stale claims (naming a
+// shard that no longer picks the MyProxy, or no shard of the fleet) are resolved.
 func TestShardsDivideTheFleet(t *testing.T) {
 	ctx := context.Background()
 	e := startShardedEnv(t)
@@ -262,12 +263,9 @@ func TestShardsDivideTheFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, err := harness.GetMyProxy(ctx, c, ns, moved)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp.SetLabels(map[string]string{shard.Label: "b"})
-	if err := c.Update(ctx, mp); err != nil {
+	// As `kubectl label --overwrite` does: the shard label alone changes, the claim stays.
+	relabel := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+shard.Label+`":"b"}}}`))
+	if err := c.Patch(ctx, harness.MyProxy(ns, moved, nil), relabel); err != nil {
 		t.Fatal(err)
 	}
 	shardOf[moved] = "shard-b"
@@ -290,11 +288,41 @@ func TestShardsDivideTheFleet(t *testing.T) {
 	patchSpec(t, c, ns, "p004", `{"replicas":2}`)
 	waitDeployment(t, c, ns, "p004", "scaled by a's standby", func(d *appsv1.Deployment) bool { return ptr.Deref(d.Spec.Replicas, 0) == 2 })
 
+	// Stale claims: one names a (running) but is labelled for b, as after a move while a was
+	// down: a hands it over, b installs it. One names a shard no longer in the fleet: its
+	// shard takes it as unclaimed.
+	stale := map[string]struct{ label, claim, user string }{
+		"stale-b":       {label: "b", claim: "a", user: "shard-b"},
+		"stale-default": {label: "", claim: "removed", user: "shard-default"},
+	}
+	for name, st := range stale {
+		mp := harness.MyProxy(ns, name, map[string]any{"replicas": 1})
+		l := map[string]string{shard.OwnerLabel: st.claim}
+		if st.label != "" {
+			l[shard.Label] = st.label
+		}
+		mp.SetLabels(l)
+		if err := c.Create(ctx, mp); err != nil {
+			t.Fatal(err)
+		}
+		shardOf[name] = st.user
+	}
+	for name := range stale {
+		harness.Eventually(t, timeout, name+" claimed by its shard and deployed", func(ctx context.Context) (bool, string) {
+			mp, err := harness.GetMyProxy(ctx, c, ns, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return handedOver(mp)
+		})
+	}
+	harness.WaitForEvent(t, c, ns, "stale-b", "ShardHandedOver", timeout)
+
 	// The audit log: who wrote what of each release since the shards started.
 	writes := releaseWrites(t, e.auditLog, ns, sharded)
 	for name, ws := range writes {
 		want := shardOf[name]
-		if name == moved {
+		if name == moved || name == "stale-b" { // a hands it over, then b acts
 			lastA, firstB := time.Time{}, time.Time{}
 			for _, w := range ws {
 				switch {
@@ -303,11 +331,11 @@ func TestShardsDivideTheFleet(t *testing.T) {
 				case w.user == "shard-b" && (firstB.IsZero() || w.received.Before(firstB)):
 					firstB = w.received
 				case w.user != "shard-a" && w.user != "shard-b":
-					t.Errorf("%s wrote %s of the moved MyProxy", w.user, w.what)
+					t.Errorf("%s wrote %s of %s", w.user, w.what, name)
 				}
 			}
 			if lastA.IsZero() || firstB.IsZero() || !lastA.Before(firstB) {
-				t.Errorf("the moved MyProxy was written by a until %s and by b from %s: want a, then b", lastA, firstB)
+				t.Errorf("%s was written by a until %s and by b from %s: want a, then b", name, lastA, firstB)
 			}
 			continue
 		}
@@ -324,8 +352,8 @@ func TestShardsDivideTheFleet(t *testing.T) {
 		}
 	}
 	t.Logf("audited writes to %d releases: %v", len(writes), perUser)
-	if len(writes) != shardingProxies {
-		t.Errorf("the audit log shows writes to %d releases, want %d (every one was installed)", len(writes), shardingProxies)
+	if len(writes) != len(shardOf) {
+		t.Errorf("the audit log shows writes to %d releases, want %d (every one was installed)", len(writes), len(shardOf))
 	}
 }
 
