@@ -114,6 +114,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Validate reports options that cannot work.
 func (o *Options) Validate() error {
+	if err := o.Shard.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.MaxConcurrentReconciles < 1:
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles)
@@ -128,8 +131,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--unlock-pending-after must be positive, got %s", o.UnlockPendingAfter)
 	case o.MaxReleaseHistory < 0:
 		return fmt.Errorf("--max-release-history must not be negative, got %d", o.MaxReleaseHistory)
-	case o.Shard.Validate() != nil:
-		return o.Shard.Validate()
 	case o.LeaderElect && o.RenewDeadline >= o.LeaseDuration:
 		return fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)",
 			o.RenewDeadline, o.LeaseDuration)

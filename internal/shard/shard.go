@@ -118,8 +118,11 @@ func (s Shard) InFleet(id string) bool { return id == DefaultID || slices.Contai
 // ClaimedByOther reports whether another shard of the fleet acts on obj: this shard must not
 // touch it. A claim naming no shard of the fleet is stale (a shard since removed).
 func (s Shard) ClaimedByOther(obj client.Object) bool {
+	if !s.Sharded() {
+		return false
+	}
 	o := Owner(obj)
-	return s.Sharded() && o != "" && o != s.ID() && s.InFleet(o)
+	return o != "" && o != s.ID() && s.InFleet(o)
 }
 
 // OwnerSelector selects the custom resources that name this shard in their claim.

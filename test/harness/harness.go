@@ -79,7 +79,7 @@ func WriteWatches(t testing.TB, w Watch) string {
 // Operator is a running operator process.
 type Operator struct {
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *SyncBuffer
 	done chan struct{}
 	err  error
 }
@@ -113,7 +113,7 @@ func startProcessIn(t testing.TB, dir, bin string, args []string, env ...string)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	o := &Operator{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	o := &Operator{cmd: cmd, log: &SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = o.log, o.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -159,18 +159,19 @@ func (o *Operator) Exited() (bool, error) {
 	}
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's output, a logger).
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -41,7 +40,7 @@ func runOptions(t *testing.T, args ...string) options.Options {
 // runInProcess runs operator.Run in this process until the test ends, its log kept for a failure.
 func runInProcess(t *testing.T, o options.Options, namespaces map[string]cache.Config) (stop func() error) {
 	t.Helper()
-	var log syncedBuffer
+	var log harness.SyncBuffer
 	ctrl.SetLogger(zap.New(zap.WriteTo(&log), zap.UseDevMode(true)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -68,23 +67,6 @@ func runInProcess(t *testing.T, o options.Options, namespaces map[string]cache.C
 		}
 	})
 	return stop
-}
-
-type syncedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // gathered sums the samples of a metric family in this process's controller-runtime registry.

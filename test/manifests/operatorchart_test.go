@@ -2,15 +2,10 @@ package manifests
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
-
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -102,17 +97,10 @@ func TestShardedDeploymentsAgree(t *testing.T) {
 func deploymentsIn(t *testing.T, stream string) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{}
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
-	for {
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatal(err)
-		}
-		if obj["kind"] == "Deployment" {
-			out[obj["metadata"].(map[string]any)["name"].(string)] = obj
+	for _, obj := range decodeAll(t, stream) {
+		if obj.GetKind() == "Deployment" {
+			out[obj.GetName()] = obj.Object
 		}
 	}
+	return out
 }
