@@ -87,6 +87,7 @@ type shared struct {
 	unlock     actionclient.SoleWriter
 	own        *ownwrites.Registry
 	records    cache.Cache
+	absences   *releasestore.Absences
 	shard      shard.Shard
 	claims     *shard.Claims
 	claimCache cache.Cache // sharded only
@@ -114,7 +115,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		own = ownwrites.New()
 	}
 	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records,
-		shard: o.Shard, claims: shard.NewClaims()}
+		absences: releasestore.NewAbsences(recordIndex{records}), shard: o.Shard, claims: shard.NewClaims()}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
@@ -134,6 +135,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	t.track("lookup_followers", "", sh.lookups.Following)
 	t.track("release_states", "", metrics.Len)
 	t.track("own_writes", "", own.Len)
+	t.track("known_releases", "", sh.absences.Len)
 	t.track("shard_claims", "", sh.claims.Len)
 	var kinds []capabilityReader
 	for _, w := range ws {
@@ -150,7 +152,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
-		helmclient.StorageDriverMapper(releasestore.Driver(sh.own)))
+		helmclient.StorageDriverMapper(releasestore.Driver(sh.own, sh.absences)))
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("creating Helm action config getter: %w", err)
 	}
@@ -233,6 +235,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			memo.Forget(cr)
 			sh.lookups.Forget(cr)
 			sh.metrics.Forget(key.Namespace, key.Name)
+			sh.absences.Forget(key)
 		}}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +36,40 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 	if err != nil {
 		return nil, err
 	}
+	if err := c.IndexField(context.Background(), recordMetadata(), recordReleaseIndex, func(o client.Object) []string {
+		if release := o.GetLabels()[names.RecordNameLabel]; release != "" {
+			return []string{release}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("indexing release records by release: %w", err)
+	}
 	return c, mgr.Add(c)
+}
+
+// recordReleaseIndex indexes the record cache by the release a record is of.
+const recordReleaseIndex = "release"
+
+// recordMetadata is an empty release record of the record cache.
+func recordMetadata() *metav1.PartialObjectMetadata {
+	record := &metav1.PartialObjectMetadata{}
+	record.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return record
+}
+
+// recordIndex is releasestore.RecordIndex over the record cache.
+type recordIndex struct{ records cache.Cache }
+
+// HasRecords implements releasestore.RecordIndex. It reads the cache only once it has synced
+// (the record watch of every controller waits for that before the first reconcile).
+func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
+	var l metav1.PartialObjectMetadataList
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := r.records.List(context.Background(), &l, client.InNamespace(namespace),
+		client.MatchingFields{recordReleaseIndex: release}); err != nil {
+		return false, err
+	}
+	return len(l.Items) > 0, nil
 }
 
 // recordIdentity keeps what the record watch reads: which record, its labels and its owner.
@@ -54,9 +88,7 @@ func recordIdentity(obj any) (any, error) {
 // set back at once. The operator's own record writes wake nothing.
 func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *ownwrites.Registry) reconciler.ControllerSetupFunc {
 	return func(ctrl reconciler.ControllerSetup) error {
-		record := &metav1.PartialObjectMetadata{}
-		record.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		return ctrl.Watch(source.Kind(records, client.Object(record), recordHandler{gvk: gvk, own: own}))
+		return ctrl.Watch(source.Kind(records, client.Object(recordMetadata()), recordHandler{gvk: gvk, own: own}))
 	}
 }
 

@@ -31,8 +31,9 @@ import (
 )
 
 // Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns
-// every record written or deleted through it.
-func Driver(own *ownwrites.Registry) helmclient.ObjectToStorageDriverMapper {
+// every record written or deleted through it; absences, if not nil, answers the history reads of
+// releases without a record (absence.go).
+func Driver(own *ownwrites.Registry, absences *Absences) helmclient.ObjectToStorageDriverMapper {
 	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
@@ -43,7 +44,7 @@ func Driver(own *ownwrites.Registry) helmclient.ObjectToStorageDriverMapper {
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 		versioned := Versioned(OwnedBy(secrets, obj.GetUID())).(*versioned)
 		versioned.namespace, versioned.own = obj.GetNamespace(), own
-		return newPooledSecrets(versioned), nil
+		return wrapAbsences(newPooledSecrets(versioned), absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
 	}
 }
 
