@@ -18,6 +18,10 @@
 //	                which subjects to run (the stock operator at its defaults and tuned as
 //	                this operator runs, helm-operator-plugins' own run command tuned)
 //	BENCH_DIR=bin/bench   cluster state, operator logs, results.json and results.md
+//	PROFILE=1       profile this operator while it converges (CPU, back-to-back profiles) and
+//	                at all Deployed (live heap); the report says where both go by package
+//	BASELINE=path   results.json of a run at a smaller N: the report compares this
+//	                operator's peak RSS with it
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);
 //	                the report says which subjects were kept from when
@@ -62,6 +66,8 @@ type settings struct {
 	pluginsBin       string
 	ourArgs          []string // extra flags for this operator
 	keep             bool     // keep the last results of subjects not run
+	profile          bool     // profile this operator while it converges
+	baseline         string   // results.json of a run at a smaller N
 }
 
 func main() {
@@ -100,6 +106,8 @@ func loadSettings() (settings, error) {
 	// e.g. OPERATOR_ARGS=--pprof-bind-address=127.0.0.1:6060 to profile this operator under load
 	s.ourArgs = strings.Fields(os.Getenv("OPERATOR_ARGS"))
 	s.keep = os.Getenv("KEEP") == "1"
+	s.profile = os.Getenv("PROFILE") == "1"
+	s.baseline = os.Getenv("BASELINE")
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -133,13 +141,17 @@ func run() error {
 		case "limit":
 			res, err = benchLimit(ctx, s, c)
 		case "myproxy-operator":
-			res, err = benchOperator(ctx, s, c, ours(s))
+			var prof *profileResult
+			res, prof, err = benchOperator(ctx, s, c, ours(s))
+			if prof != nil {
+				rep.Profiles = append(rep.Profiles, *prof)
+			}
 		default:
 			peer, ok := peers[name]
 			if !ok {
 				return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
 			}
-			res, err = benchOperator(ctx, s, c, peer(s))
+			res, _, err = benchOperator(ctx, s, c, peer(s))
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
@@ -168,6 +180,11 @@ func run() error {
 			rep.Memory = slices.DeleteFunc(rep.Memory, func(k memoryResult) bool { return k.Subject == m.Subject })
 			rep.Memory = append(rep.Memory, m)
 			rep.sortFleet()
+		}
+	}
+	if s.baseline != "" {
+		if err := rep.baselineFrom(s.baseline); err != nil {
+			return err
 		}
 	}
 	rep.evaluate()

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -58,7 +60,10 @@ type report struct {
 	Memory  []memoryResult `json:"memory"`
 	Targets []targetResult `json:"targets"`
 	// Kept are the subjects whose results come from an earlier run (KEEP=1), with its start.
-	Kept []string `json:"kept,omitempty"`
+	Kept     []string        `json:"kept,omitempty"`
+	Profiles []profileResult `json:"profiles,omitempty"`
+	// Baseline is this operator's result in a run at a smaller N (BASELINE=path).
+	Baseline *fleetResult `json:"baseline,omitempty"`
 }
 
 // percentile of sorted-ascending values, nearest rank.
@@ -132,7 +137,11 @@ func (r *report) evaluate() {
 	}
 	ours, limit := r.find(subjectOurs), r.find(subjectLimit)
 	if ours != nil && limit != nil {
-		add("time to all Deployed / client-go limit", ratio(ours.DeployedSeconds, limit.DeployedSeconds), 1.3)
+		add("time to all Deployed / client-go limit", ratio(ours.DeployedSeconds, limit.DeployedSeconds), limitRatioGoal(ours.N))
+	}
+	if ours != nil && r.Baseline != nil && r.Baseline.N < ours.N {
+		add(fmt.Sprintf("peak RSS / peak RSS at N=%d", r.Baseline.N), ratio(ours.PeakRSSMiB, r.Baseline.PeakRSSMiB),
+			rssGrowthGoal*float64(ours.N)/float64(r.Baseline.N)/10)
 	}
 	if ours != nil {
 		add("requests per MyProxy while converging", ours.RequestsPerCR, 8)
@@ -164,6 +173,36 @@ func (r *report) evaluate() {
 			add("RSS change with unrelated objects (%)", math.Abs(m.ChangePercent), 10)
 		}
 	}
+}
+
+// limitRatioGoal is the time to all Deployed allowed against the client-go limit: 1.3× up to a
+// fleet of 1000, 1.5× beyond, where the operator's caches and queues are ten times larger.
+func limitRatioGoal(n int) float64 {
+	if n <= 1000 {
+		return 1.3
+	}
+	return 1.5
+}
+
+// rssGrowthGoal is the peak RSS allowed for a fleet ten times larger: memory grows with the fleet,
+// and slower than it.
+const rssGrowthGoal = 4
+
+// baselineFrom reads this operator's result from the results.json of another run.
+func (r *report) baselineFrom(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	var other report
+	if err := json.Unmarshal(raw, &other); err != nil {
+		return fmt.Errorf("baseline %s: %w", path, err)
+	}
+	if f := other.find(subjectOurs); f != nil {
+		r.Baseline = f
+		return nil
+	}
+	return fmt.Errorf("baseline %s: no result of %s", path, subjectOurs)
 }
 
 func f1(v float64) string {
@@ -276,5 +315,25 @@ func (r *report) markdown(w io.Writer) {
 	fmt.Fprintln(w)
 	for _, f := range r.Fleet {
 		fmt.Fprintf(w, "- %s: %s\n", f.Subject, verbs(f.Requests))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Requests at rest (the idle window), by verb; a watch is an informer renewing its watch, which client-go ends every 5 to 10 minutes:")
+	fmt.Fprintln(w)
+	for _, f := range r.Fleet {
+		if f.Subject == subjectLimit {
+			continue
+		}
+		idle := verbs(f.IdleRequests)
+		if idle == "" {
+			idle = "none"
+		}
+		fmt.Fprintf(w, "- %s: %s\n", f.Subject, idle)
+	}
+	if r.Baseline != nil {
+		fmt.Fprintf(w, "\nBaseline (BASELINE): %s at N=%d, %.1f s to all Deployed, peak RSS %.1f MiB.\n",
+			r.Baseline.Subject, r.Baseline.N, r.Baseline.DeployedSeconds, r.Baseline.PeakRSSMiB)
+	}
+	for _, p := range r.Profiles {
+		p.markdown(w)
 	}
 }

@@ -20,23 +20,35 @@ import (
 	"github.com/example/myproxy-operator/internal/options"
 )
 
-const (
-	fleetNamespace = "fleet"
-	convergeLimit  = 30 * time.Minute
-)
+const fleetNamespace = "fleet"
+
+// convergeLimit bounds each wait for the fleet, which fails the run: half an hour, more for
+// fleets above 5000.
+func (s settings) convergeLimit() time.Duration {
+	return max(30*time.Minute, time.Duration(s.n)*360*time.Millisecond)
+}
 
 // operator is how to run one operator under measurement.
 type operator struct {
 	name, user, bin string
-	samples         int // one-more-MyProxy latency samples
+	samples         int    // one-more-MyProxy latency samples
+	pprof           string // address of its pprof endpoint, to profile it while it converges
 	args            func(metricsAddr, healthAddr string) []string
 }
 
 func ours(s settings) operator {
-	return operator{name: subjectOurs, user: "bench-myproxy-operator", bin: s.ourBin, samples: s.samples,
-		args: func(m, h string) []string {
-			return append([]string{"--metrics-bind-address=" + m, "--health-probe-bind-address=" + h}, s.ourArgs...)
-		}}
+	op := operator{name: subjectOurs, user: "bench-myproxy-operator", bin: s.ourBin, samples: s.samples}
+	if s.profile {
+		op.pprof = fmt.Sprintf("127.0.0.1:%d", s.portBase+92)
+	}
+	op.args = func(m, h string) []string {
+		args := []string{"--metrics-bind-address=" + m, "--health-probe-bind-address=" + h}
+		if op.pprof != "" {
+			args = append(args, "--pprof-bind-address="+op.pprof)
+		}
+		return append(args, s.ourArgs...)
+	}
+	return op
 }
 
 // stock is operator-sdk's helm-operator at its defaults: as many workers as CPUs, a full
@@ -147,50 +159,61 @@ func allDeployed(n int) func(fleet) bool  { return func(f fleet) bool { return f
 func allAvailable(n int) func(fleet) bool { return func(f fleet) bool { return f.Available >= n } }
 
 // benchOperator runs the whole sequence for one operator: converge N, idle, drift, one more
-// MyProxy at a time, delete all.
-func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fleetResult, error) {
+// MyProxy at a time, delete all. An operator with a pprof endpoint is profiled while it
+// converges (prof).
+func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fleetResult, *profileResult, error) {
 	res := fleetResult{Subject: op.name, N: s.n}
 	ctx, cancel := context.WithCancel(ctx) // the watches end with this subject's cluster
 	defer cancel()
 	e, t, err := freshTracked(ctx, c, op.name)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	p, err := e.start(s, op, op.user+".log")
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	defer p.stop()
 
 	progress("%s: applying %d MyProxies", op.name, s.n)
 	before, err := p.usage()
 	if err != nil {
-		return res, err
+		return res, nil, err
+	}
+	var cpu *cpuProfiler
+	if op.pprof != "" {
+		cpu = startCPUProfiles(ctx, op.pprof, s.dir)
 	}
 	start := time.Now()
 	if err := parallel(ctx, s.workers, names("fleet", s.n), createProxy(e.dyn, fleetNamespace)); err != nil {
-		return res, err
+		return res, nil, err
 	}
-	deployedAt, err := t.waitFor(ctx, "all Deployed", convergeLimit, allDeployed(s.n))
+	deployedAt, err := t.waitFor(ctx, "all Deployed", s.convergeLimit(), allDeployed(s.n))
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	atDeployed, err := p.usage()
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	res.DeployedSeconds = deployedAt.Sub(start).Seconds()
 	res.CPUSeconds = atDeployed.CPUSeconds - before.CPUSeconds
-	availableAt, err := t.waitFor(ctx, "all Available", convergeLimit, allAvailable(s.n))
+	var prof *profileResult
+	if cpu != nil {
+		if prof, err = profileConverged(ctx, cpu, op, s.dir); err != nil {
+			return res, nil, err
+		}
+	}
+	availableAt, err := t.waitFor(ctx, "all Available", s.convergeLimit(), allAvailable(s.n))
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	res.AvailableSeconds = availableAt.Sub(start).Seconds()
 	if res.Requests, err = countRequests(c.auditLog(), op.user, start, deployedAt, false); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	if res.RequestsByResource, err = countRequests(c.auditLog(), op.user, start, deployedAt, true); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	res.RequestsPerCR = float64(res.Requests.total()) / float64(s.n)
 	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR",
@@ -198,16 +221,16 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 
 	if s.lookups > 0 {
 		if err := addLookupReleases(ctx, s, e, t, &res); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	if s.idle > 0 {
 		if err := idle(ctx, s, c, op, p, t, &res); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	if res.DriftSeconds, res.DriftRestored, err = drift(ctx, e, t); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	if res.DriftRestored {
 		progress("%s: a deleted Deployment was back in %.2fs", op.name, res.DriftSeconds)
@@ -215,17 +238,31 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		progress("%s: a deleted Deployment was not back within %s", op.name, driftWait)
 	}
 	if err := latency(ctx, op.samples, e, t, &res); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	if err := deleteAll(ctx, s, op.samples, e, t, &res, deleteProxy(e.dyn, fleetNamespace)); err != nil {
-		return res, err
+		return res, nil, err
 	}
 	final, err := p.usage()
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	res.PeakRSSMiB = float64(final.PeakBytes) / (1 << 20)
-	return res, nil
+	return res, prof, nil
+}
+
+// profileConverged ends the CPU profiles of a converging operator and takes its heap.
+func profileConverged(ctx context.Context, cpu *cpuProfiler, op operator, dir string) (*profileResult, error) {
+	files, err := cpu.stop()
+	if err != nil {
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
+	heap := filepath.Join(dir, "heap.pprof")
+	if err := heapProfile(ctx, op.pprof, heap); err != nil {
+		return nil, fmt.Errorf("heap profile: %w", err)
+	}
+	p, err := summarise(op.name, files, heap)
+	return &p, err
 }
 
 // addLookupReleases adds to the fleet MyProxies whose rendering looks up their TLS Secret, so
@@ -238,7 +275,7 @@ func addLookupReleases(ctx context.Context, s settings, e *env, t *tracker, res 
 	if err := parallel(ctx, s.workers, names("lookup", s.lookups), createLookupProxy(e.dyn, fleetNamespace)); err != nil {
 		return err
 	}
-	_, err := t.waitFor(ctx, "lookup releases Deployed", convergeLimit, allDeployed(s.n+s.lookups))
+	_, err := t.waitFor(ctx, "lookup releases Deployed", s.convergeLimit(), allDeployed(s.n+s.lookups))
 	res.LookupReleases = s.lookups
 	return err
 }
@@ -249,7 +286,7 @@ const settleQuiet = 10 * time.Second
 func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, t *tracker, res *fleetResult) error {
 	// The window opens once every proxy Pod is ready and the last status writes have landed
 	// (no MyProxy or Deployment changed for settleQuiet).
-	if _, err := t.waitFor(ctx, "all Available", convergeLimit, allAvailable(s.n+res.LookupReleases)); err != nil {
+	if _, err := t.waitFor(ctx, "all Available", s.convergeLimit(), allAvailable(s.n+res.LookupReleases)); err != nil {
 		return err
 	}
 	if err := t.waitQuiet(ctx, settleQuiet); err != nil {
@@ -347,7 +384,7 @@ func deleteAll(ctx context.Context, s settings, samples int, e *env, t *tracker,
 	if err := parallel(ctx, s.workers, all, del); err != nil {
 		return err
 	}
-	if _, err := t.waitFor(ctx, "all deleted", convergeLimit, func(f fleet) bool { return f.Proxies == 0 && f.Deployments == 0 }); err != nil {
+	if _, err := t.waitFor(ctx, "all deleted", s.convergeLimit(), func(f fleet) bool { return f.Proxies == 0 && f.Deployments == 0 }); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(5 * time.Minute)
@@ -412,7 +449,7 @@ func benchLimit(ctx context.Context, s settings, c *cluster) (fleetResult, error
 	}
 	createdAt := time.Now()
 	res.DeployedSeconds = createdAt.Sub(start).Seconds()
-	availableAt, err := t.waitFor(ctx, "all Available", convergeLimit, allAvailable(s.n))
+	availableAt, err := t.waitFor(ctx, "all Available", s.convergeLimit(), allAvailable(s.n))
 	if err != nil {
 		return res, err
 	}
