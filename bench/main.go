@@ -137,6 +137,7 @@ func run() error {
 	}
 	for _, name := range s.subjects {
 		var res fleetResult
+		started := time.Now()
 		switch name {
 		case "limit":
 			res, err = benchLimit(ctx, s, c)
@@ -156,6 +157,7 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		res.Started = started
 		rep.Fleet = append(rep.Fleet, res)
 		rep.sortFleet()
 		if err := rep.write(s.dir); err != nil {
@@ -236,8 +238,11 @@ func (r *report) keepFrom(path string, running []string) error {
 	}
 	for _, f := range last.Fleet {
 		if !runs[f.Subject] {
+			if f.Started.IsZero() { // written before results carried their own start
+				f.Started = last.keptSince(f.Subject)
+			}
 			r.Fleet = append(r.Fleet, f)
-			r.Kept = append(r.Kept, fmt.Sprintf("%s (%s)", f.Subject, last.Started.Format(time.RFC3339)))
+			r.Kept = append(r.Kept, fmt.Sprintf("%s (%s)", f.Subject, f.Started.Format(time.RFC3339)))
 		}
 	}
 	for _, m := range last.Memory {
@@ -247,6 +252,19 @@ func (r *report) keepFrom(path string, running []string) error {
 	}
 	r.sortFleet()
 	return nil
+}
+
+// keptSince is when a subject of this report was run: its own Kept entry, if it was kept from
+// an earlier run, or this run's start.
+func (r *report) keptSince(subject string) time.Time {
+	for _, k := range r.Kept {
+		if at, ok := strings.CutPrefix(k, subject+" ("); ok {
+			if t, err := time.Parse(time.RFC3339, strings.TrimSuffix(at, ")")); err == nil {
+				return t
+			}
+		}
+	}
+	return r.Started
 }
 
 func (r *report) write(dir string) error {

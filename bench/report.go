@@ -13,8 +13,9 @@ import (
 
 // fleetResult is what one subject did with a fleet of N MyProxies.
 type fleetResult struct {
-	Subject string `json:"subject"`
-	N       int    `json:"n"`
+	Subject string    `json:"subject"`
+	N       int       `json:"n"`
+	Started time.Time `json:"started"` // when this subject's run began
 
 	DeployedSeconds  float64  `json:"deployedSeconds"`  // apply of N to all Deployed
 	AvailableSeconds float64  `json:"availableSeconds"` // apply of N to all Deployments available
