@@ -212,13 +212,9 @@ func (r *report) sortFleet() {
 
 // keepFrom takes from the report at path the results of the subjects that will not run now.
 func (r *report) keepFrom(path string, running []string) error {
-	raw, err := os.ReadFile(path)
+	last, err := readReport(path)
 	if err != nil {
 		return fmt.Errorf("KEEP=1: %w", err)
-	}
-	var last report
-	if err := json.Unmarshal(raw, &last); err != nil {
-		return fmt.Errorf("KEEP=1: %s: %w", path, err)
 	}
 	if last.Command != r.Command {
 		return fmt.Errorf("KEEP=1: the last run had other settings (%s), this one: %s", last.Command, r.Command)

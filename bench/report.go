@@ -189,21 +189,30 @@ func limitRatioGoal(n int) float64 {
 // and slower than it.
 const rssGrowthGoal = 4
 
-// baselineFrom reads this operator's result from the results.json of another run.
-func (r *report) baselineFrom(path string) error {
+// readReport reads the results.json of a run.
+func readReport(path string) (*report, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("baseline: %w", err)
+		return nil, err
 	}
-	var other report
-	if err := json.Unmarshal(raw, &other); err != nil {
-		return fmt.Errorf("baseline %s: %w", path, err)
+	var r report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// baselineFrom reads this operator's result from the results.json of another run.
+func (r *report) baselineFrom(path string) error {
+	other, err := readReport(path)
+	if err != nil {
+		return fmt.Errorf("BASELINE: %w", err)
 	}
 	if f := other.find(subjectOurs); f != nil {
 		r.Baseline = f
 		return nil
 	}
-	return fmt.Errorf("baseline %s: no result of %s", path, subjectOurs)
+	return fmt.Errorf("BASELINE %s: no result of %s", path, subjectOurs)
 }
 
 func f1(v float64) string {
