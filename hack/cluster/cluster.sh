@@ -214,6 +214,9 @@ up() {
   log "ready: export KUBECONFIG=$kubeconfig"
 }
 
+# The one fake node holds every Pod of the largest fleet `make bench` runs (N=10000, its lookup
+# releases and latency samples): a Pod it has no room for stays Pending and its MyProxy never
+# becomes available.
 create_node() {
   kc apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -229,8 +232,8 @@ metadata:
     kubernetes.io/arch: amd64
     type: kwok
 status:
-  allocatable: {cpu: "1000", memory: 4Ti, pods: "10000"}
-  capacity: {cpu: "1000", memory: 4Ti, pods: "10000"}
+  allocatable: {cpu: "10000", memory: 40Ti, pods: "100000"}
+  capacity: {cpu: "10000", memory: 40Ti, pods: "100000"}
 EOF
 }
 
