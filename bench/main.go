@@ -20,7 +20,7 @@
 //	BENCH_DIR=bin/bench   cluster state, operator logs, results.json and results.md
 //	PROFILE=1       profile this operator while it converges (CPU, back-to-back profiles) and
 //	                at all Deployed (live heap); the report says where both go by package
-//	BASELINE=path   results.json of a run at a smaller N: the report compares this
+//	BASELINE=path   results.json of a run at a tenth of N: the goal table compares this
 //	                operator's peak RSS with it
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);

@@ -140,9 +140,8 @@ func (r *report) evaluate() {
 	if ours != nil && limit != nil {
 		add("time to all Deployed / client-go limit", ratio(ours.DeployedSeconds, limit.DeployedSeconds), limitRatioGoal(ours.N))
 	}
-	if ours != nil && r.Baseline != nil && r.Baseline.N < ours.N {
-		add(fmt.Sprintf("peak RSS / peak RSS at N=%d", r.Baseline.N), ratio(ours.PeakRSSMiB, r.Baseline.PeakRSSMiB),
-			rssGrowthGoal*float64(ours.N)/float64(r.Baseline.N)/10)
+	if ours != nil && r.Baseline != nil && ours.N == 10*r.Baseline.N {
+		add(fmt.Sprintf("peak RSS / peak RSS at N=%d", r.Baseline.N), ratio(ours.PeakRSSMiB, r.Baseline.PeakRSSMiB), rssGrowthGoal)
 	}
 	if ours != nil {
 		add("requests per MyProxy while converging", ours.RequestsPerCR, 8)

@@ -15,9 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/test/harness"
@@ -48,17 +46,9 @@ func TestAStaleRecordCacheLeavesTheReleaseAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		t.Fatal(err)
-	}
 	actionsWith := func(absences *releasestore.Absences) helmclient.ActionInterface {
 		t.Helper()
-		configs, err := helmclient.NewActionConfigGetter(cfg, mapper,
+		configs, err := helmclient.NewActionConfigGetter(cfg, c.RESTMapper(),
 			helmclient.StorageDriverMapper(releasestore.Driver(nil, absences)))
 		if err != nil {
 			t.Fatal(err)
