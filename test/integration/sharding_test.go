@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -323,20 +324,7 @@ func TestShardsDivideTheFleet(t *testing.T) {
 	for name, ws := range writes {
 		want := shardOf[name]
 		if name == moved || name == "stale-b" { // a hands it over, then b acts
-			lastA, firstB := time.Time{}, time.Time{}
-			for _, w := range ws {
-				switch {
-				case w.user == "shard-a" && w.done.After(lastA):
-					lastA = w.done
-				case w.user == "shard-b" && (firstB.IsZero() || w.received.Before(firstB)):
-					firstB = w.received
-				case w.user != "shard-a" && w.user != "shard-b":
-					t.Errorf("%s wrote %s of %s", w.user, w.what, name)
-				}
-			}
-			if lastA.IsZero() || firstB.IsZero() || !lastA.Before(firstB) {
-				t.Errorf("%s was written by a until %s and by b from %s: want a, then b", name, lastA, firstB)
-			}
+			checkHandover(t, name, ws)
 			continue
 		}
 		for _, w := range ws {
@@ -354,6 +342,42 @@ func TestShardsDivideTheFleet(t *testing.T) {
 	t.Logf("audited writes to %d releases: %v", len(writes), perUser)
 	if len(writes) != len(shardOf) {
 		t.Errorf("the audit log shows writes to %d releases, want %d (every one was installed)", len(writes), len(shardOf))
+	}
+}
+
+// checkHandover checks that shard a wrote name's release until it handed the resource over and
+// shard b only after: a's last write is the handover (the update of the custom resource that
+// clears a's claim), every other write of a had completed when the handover was received, and
+// every write of b was received after it. b acts on the watch event of the handover's commit,
+// which may reach it before the apiserver completes the handover's response, so b's writes are
+// compared with the handover's receipt, not its completion.
+func checkHandover(t *testing.T, name string, ws []releaseWrite) {
+	t.Helper()
+	handover := -1
+	for i, w := range ws {
+		switch w.user {
+		case "shard-a":
+			handover = i
+		case "shard-b":
+		default:
+			t.Errorf("%s wrote %s of %s", w.user, w.what, name)
+		}
+	}
+	if handover < 0 || ws[handover].what != "update myproxies" {
+		t.Errorf("%s: shard a's last write is not the handover (an update of the MyProxy): %v", name, ws)
+		return
+	}
+	h := ws[handover]
+	for i, w := range ws {
+		switch {
+		case w.user == "shard-a" && i != handover && w.done.After(h.received):
+			t.Errorf("%s: shard a's %s completed at %s, after its handover was received at %s", name, w.what, w.done, h.received)
+		case w.user == "shard-b" && w.received.Before(h.received):
+			t.Errorf("%s: shard b's %s was received at %s, before a's handover at %s", name, w.what, w.received, h.received)
+		}
+	}
+	if !slices.ContainsFunc(ws[handover:], func(w releaseWrite) bool { return w.user == "shard-b" }) {
+		t.Errorf("%s: shard b never wrote it after the handover", name)
 	}
 }
 
