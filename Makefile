@@ -65,7 +65,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRD of every watches.yaml entry and the manager ClusterRole from the charts.
+manifests: ## Generate from watches.yaml and the charts: each kind's CRD and user roles, the manager ClusterRole, PROJECT's resources.
 	go run ./hack/manifests
 
 .PHONY: fmt

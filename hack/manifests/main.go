@@ -1,5 +1,6 @@
 // Command manifests writes what `make manifests` generates from watches.yaml and its charts: a
-// CRD per entry, the CRD kustomization and the manager's ClusterRole (see internal/manifestgen).
+// CRD per entry, the CRD kustomization, the manager's ClusterRole, each kind's user roles and
+// PROJECT's resources (see internal/manifestgen).
 package main
 
 import (

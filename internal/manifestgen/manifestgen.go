@@ -1,6 +1,8 @@
 // Package manifestgen writes what `make manifests` generates from watches.yaml and the charts it
-// names: one CRD per entry (internal/crdgen), the CRD kustomization listing them, and the
-// manager's ClusterRole, derived from every chart's rendered kinds. Adding a kind is a chart, a
+// names: one CRD per entry (internal/crdgen), the CRD kustomization listing them, the
+// manager's ClusterRole, derived from every chart's rendered kinds, and the editor and viewer
+// roles of each kind with the rbac kustomization listing them; and it sets the resources of
+// the project file (PROJECT) to the watched kinds. Adding a kind is a chart, a
 // watches.yaml entry and `make manifests`.
 package manifestgen
 
@@ -11,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
@@ -29,9 +32,11 @@ const (
 
 // Kind is one generated kind.
 type Kind struct {
-	GVK      schema.GroupVersionKind
-	Plural   string
-	Rendered []schema.GroupVersionKind // what its chart renders
+	GVK    schema.GroupVersionKind
+	Plural string
+	// Namespaced is the CRD's scope.
+	Namespaced bool
+	Rendered   []schema.GroupVersionKind // what its chart renders
 }
 
 // Generate returns the generated files by path below configDir (such as "crd/bases/x.yaml"),
@@ -80,11 +85,22 @@ func Generate(watchesPath string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural, Rendered: chartapi.Kinds(renderings)})
+		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
+			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings)})
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")
 	files[ManagerRole] = Role(kinds)
+	for path, raw := range UserRoles(kinds) {
+		files[path] = raw
+	}
+	project, err := Project(projectPath(watchesPath), kinds)
+	if err != nil {
+		return nil, err
+	}
+	if project != nil {
+		files[ProjectFile] = project
+	}
 	return files, nil
 }
 

@@ -72,7 +72,7 @@ spec:
 // changes and the operator binary is the project's own. Deployed with `make deploy`, the
 // operator, running as the deployed ServiceAccount, serves both kinds side by side: status
 // declared by each chart, Events, drift correction, a clear refusal of a release name that
-// the other kind holds, and uninstall.
+// the other kind holds, and uninstall; and the built-in edit and view roles cover the new kind.
 func TestASecondKindThroughFilesAlone(t *testing.T) {
 	project := copyProject(t)
 	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "examples", "staticsite"), filepath.Join(project, "helm-charts", "staticsite"))
@@ -110,6 +110,21 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 	})
 	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
 	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+
+	// make manifests gave the new kind its user roles: the built-in edit and view roles, bound
+	// in the namespace, let their users create and read StaticSites (once the aggregation
+	// controller has folded them in), and view does not let its user create them.
+	kubectl(t, "create", "rolebinding", "site-editor", "-n", ns, "--clusterrole=edit", "--user=site-editor")
+	kubectl(t, "create", "rolebinding", "site-viewer", "-n", ns, "--clusterrole=view", "--user=site-viewer")
+	for _, can := range []struct{ user, verb, want string }{
+		{"site-editor", "create", "yes"}, {"site-viewer", "list", "yes"}, {"site-viewer", "create", "no"},
+	} {
+		harness.Eventually(t, 60*time.Second, can.user+" may "+can.verb+" StaticSites: "+can.want, func(context.Context) (bool, string) {
+			out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", can.verb,
+				"staticsites.web.example.com", "-n", ns, "--as", can.user)
+			return strings.TrimSpace(out) == can.want, out
+		})
+	}
 
 	proxy, _, _ := sampleSpec(t)
 	kubectl(t, "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
