@@ -24,6 +24,8 @@ type Rendering struct {
 	// Values are the values given (the spec of a custom resource that would render so).
 	Values  map[string]any
 	Objects []map[string]any
+	// LookedUp are the kinds the templates read with `lookup` in this rendering.
+	LookedUp []schema.GroupVersionKind
 }
 
 // sampleRelease names the offline renderings' release.
@@ -44,9 +46,9 @@ func Render(chartDir string) ([]Rendering, error) {
 	}
 	sort.Strings(files)
 	var out []Rendering
-	defaults, defaultsErr := render(ch, map[string]any{})
+	defaults, lookedUp, defaultsErr := render(ch, map[string]any{})
 	if defaultsErr == nil {
-		out = append(out, Rendering{Values: map[string]any{}, Objects: defaults})
+		out = append(out, Rendering{Values: map[string]any{}, Objects: defaults, LookedUp: lookedUp})
 	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -60,11 +62,11 @@ func Render(chartDir string) ([]Rendering, error) {
 		if vals == nil {
 			vals = map[string]any{}
 		}
-		objs, err := render(ch, vals)
+		objs, lookedUp, err := render(ch, vals)
 		if err != nil {
 			return nil, fmt.Errorf("%s: rendering the chart with these values: %w", f, err)
 		}
-		out = append(out, Rendering{ValuesFile: f, Values: vals, Objects: objs})
+		out = append(out, Rendering{ValuesFile: f, Values: vals, Objects: objs, LookedUp: lookedUp})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("rendering the chart with its default values: %w", defaultsErr)
@@ -72,14 +74,15 @@ func Render(chartDir string) ([]Rendering, error) {
 	return out, nil
 }
 
-func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, error) {
+func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, []schema.GroupVersionKind, error) {
 	values, err := chartutil.ToRenderValues(ch, vals, sampleRelease, chartutil.DefaultCapabilities)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	files, err := engine.Render(ch, values)
+	lookups := &lookupRecorder{}
+	files, err := engine.RenderWithClientProvider(ch, values, lookups)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	names := make([]string, 0, len(files))
 	for name := range files {
@@ -100,7 +103,7 @@ func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, error) {
 		for _, k := range keys {
 			var obj map[string]any
 			if err := yaml.Unmarshal([]byte(docs[k]), &obj); err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
+				return nil, nil, fmt.Errorf("%s: %w", name, err)
 			}
 			if obj == nil {
 				continue
@@ -111,7 +114,23 @@ func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, error) {
 			objs = append(objs, obj)
 		}
 	}
-	return objs, nil
+	return objs, lookups.lookedUp(), nil
+}
+
+// LookedUp returns the kinds the renderings read with `lookup`, sorted.
+func LookedUp(renderings []Rendering) []schema.GroupVersionKind {
+	seen := map[schema.GroupVersionKind]bool{}
+	var out []schema.GroupVersionKind
+	for _, r := range renderings {
+		for _, gvk := range r.LookedUp {
+			if !seen[gvk] {
+				seen[gvk] = true
+				out = append(out, gvk)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
 }
 
 // Kinds returns the kinds the renderings create, sorted.

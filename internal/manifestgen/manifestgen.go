@@ -37,6 +37,7 @@ type Kind struct {
 	// Namespaced is the CRD's scope.
 	Namespaced bool
 	Rendered   []schema.GroupVersionKind // what its chart renders
+	LookedUp   []schema.GroupVersionKind // what its templates read with lookup
 }
 
 // Generate returns the generated files by path below configDir (such as "crd/bases/x.yaml"),
@@ -86,7 +87,8 @@ func Generate(watchesPath string) (map[string][]byte, error) {
 			return nil, err
 		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
-			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings)})
+			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings),
+			LookedUp: chartapi.LookedUp(renderings)})
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")
