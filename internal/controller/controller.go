@@ -28,6 +28,7 @@ import (
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/keepstatus"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
@@ -183,6 +184,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
+		// Its status writes keep the fields the status controller owns (internal/keepstatus).
+		reconciler.WithClient(keepstatus.Client(mgr.GetClient(), mgr.GetCache(), w.GroupVersionKind)),
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),

@@ -35,9 +35,12 @@ import (
 // evaluated over the live objects of the release; the Ready condition every kind gets (the
 // kstatus rules over every release object); and observedGeneration (computed by internal/status).
 //
-// It is a controller of its own because helm-operator-plugins' status updater rewrites status
-// as {conditions, deployedRelease} whenever it writes, dropping any other field. This controller
-// puts them back on the next event and never changes the reconciler's own conditions.
+// It is a controller of its own because what it writes follows the live objects of a release,
+// which change without a reconcile (a Deployment becoming available). helm-operator-plugins'
+// status updater writes status as {conditions, deployedRelease}; its writes keep this
+// controller's fields through internal/keepstatus, and where that cannot apply (the cache at
+// another version) this controller puts them back on the next event. It never changes the
+// reconciler's own conditions.
 type StatusReconciler struct {
 	client.Client
 	GVK schema.GroupVersionKind

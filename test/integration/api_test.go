@@ -132,3 +132,78 @@ func TestInvalidMyProxiesAreRefusedByKubectl(t *testing.T) {
 		t.Errorf("MyProxies after refusals: %d (err %v)", len(list.Items), err)
 	}
 }
+
+// The Helm reconciler's status writes keep the fields the status controller owns: a reader
+// never sees status.url go while a MyProxy is upgraded (helm-operator-plugins' updater alone
+// writes status as {conditions, deployedRelease}).
+func TestStatusFieldsStayThroughAnUpgrade(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	startOperator(t, harness.Watch{})
+	ns := harness.Namespace(t, c, nil)
+	const name = "steady"
+	if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": 1})); err != nil {
+		t.Fatal(err)
+	}
+	manifest := func(u *unstructured.Unstructured) string {
+		m, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "manifest")
+		return m
+	}
+	// fields are the status without the manifest, for messages.
+	fields := func(u *unstructured.Unstructured) map[string]any {
+		st, _, _ := unstructured.NestedMap(u.Object, "status")
+		delete(st, "deployedRelease")
+		return st
+	}
+	var mp *unstructured.Unstructured
+	harness.Eventually(t, timeout, "the status fields of the installed release", func(ctx context.Context) (bool, string) {
+		var err error
+		if mp, err = harness.GetMyProxy(ctx, c, ns, name); err != nil {
+			return false, err.Error()
+		}
+		g, _, _ := unstructured.NestedInt64(mp.Object, "status", "observedGeneration")
+		url, _, _ := unstructured.NestedString(mp.Object, "status", "url")
+		return url != "" && g == mp.GetGeneration() && manifest(mp) != "", fmt.Sprintf("status %v", fields(mp))
+	})
+	installed := manifest(mp)
+
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(harness.MyProxyGVK.GroupVersion().WithKind(harness.MyProxyGVK.Kind + "List"))
+	w, err := wc.Watch(ctx, list, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: mp.GetResourceVersion(), FieldSelector: "metadata.name=" + name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	patchSpec(t, c, ns, name, `{"replicas":2}`)
+
+	// Every version of the MyProxy from here on, until the upgraded release is deployed and its
+	// generation observed, has the url.
+	upgraded, deadline := false, time.After(timeout)
+	for {
+		select {
+		case ev, open := <-w.ResultChan():
+			if !open {
+				t.Fatal("the watch of the MyProxy closed")
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				t.Fatalf("watch event %s: %v", ev.Type, ev.Object)
+			}
+			if url, _, _ := unstructured.NestedString(u.Object, "status", "url"); url == "" {
+				t.Fatalf("version %s (generation %d) has no status.url: status %v", u.GetResourceVersion(), u.GetGeneration(), fields(u))
+			}
+			// The reconciler's write after the upgrade brings the new manifest.
+			upgraded = upgraded || manifest(u) != installed
+			if g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration"); upgraded && g == u.GetGeneration() {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the upgrade was not reported within %s (new manifest seen: %t)", timeout, upgraded)
+		}
+	}
+}

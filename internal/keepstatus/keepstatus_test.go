@@ -1,0 +1,140 @@
+package keepstatus
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var gvk = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
+
+// sent records the objects a status Update sends.
+type sent struct {
+	client.SubResourceWriter
+	objects []map[string]any
+}
+
+func (s *sent) Update(_ context.Context, obj client.Object, _ ...client.SubResourceUpdateOption) error {
+	s.objects = append(s.objects, runtime.DeepCopyJSON(obj.(*unstructured.Unstructured).Object))
+	return nil
+}
+
+type writer struct {
+	client.Client
+	status *sent
+}
+
+func (w writer) Status() client.SubResourceWriter { return w.status }
+
+// cache answers Get with its object, or NotFound without one, as the cache reader does.
+type cache struct{ obj *unstructured.Unstructured }
+
+func (c cache) Get(_ context.Context, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+	if c.obj == nil {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "myproxies"}, key.Name)
+	}
+	out.(*unstructured.Unstructured).Object = c.obj.Object
+	return nil
+}
+
+func (cache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+func object(kind schema.GroupVersionKind, version string, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(kind)
+	u.SetNamespace("ns")
+	u.SetName("p")
+	u.SetResourceVersion(version)
+	if status != nil {
+		u.Object["status"] = status
+	}
+	return u
+}
+
+// stored is a status as the apiserver holds it: the reconciler's fields and the status
+// controller's.
+func stored() map[string]any {
+	return map[string]any{
+		"conditions":         []any{map[string]any{"type": "Deployed", "status": "True"}, map[string]any{"type": "Ready", "status": "True"}},
+		"deployedRelease":    map[string]any{"name": "p", "manifest": "old"},
+		"url":                "http://p.ns.svc",
+		"observedGeneration": int64(3),
+	}
+}
+
+// written is a status as the updater builds it: its own schema only.
+func written(deployedRelease bool) map[string]any {
+	s := map[string]any{"conditions": []any{map[string]any{"type": "Deployed", "status": "True", "reason": "UpgradeSuccessful"}}}
+	if deployedRelease {
+		s["deployedRelease"] = map[string]any{"name": "p", "manifest": "new"}
+	}
+	return s
+}
+
+func update(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	s := &sent{}
+	c := Client(writer{status: s}, cache{obj: cached}, gvk)
+	if err := c.Status().Update(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.objects) != 1 {
+		t.Fatalf("%d status updates sent, want 1", len(s.objects))
+	}
+	st, _ := s.objects[0]["status"].(map[string]any)
+	return st
+}
+
+func TestTheUpdaterWriteKeepsTheOtherFieldsOfTheStoredVersion(t *testing.T) {
+	cached := object(gvk, "7", stored())
+	got := update(t, cached, object(gvk, "7", written(true)))
+	want := written(true)
+	want["url"], want["observedGeneration"] = "http://p.ns.svc", int64(3)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sent status %v, want %v", got, want)
+	}
+	if !reflect.DeepEqual(cached.Object["status"], stored()) {
+		t.Errorf("the cached object changed: %v", cached.Object["status"])
+	}
+}
+
+func TestTheUpdaterKeepsWhatItOwns(t *testing.T) {
+	// The updater removes deployedRelease (uninstall, failures): it stays removed, and its
+	// conditions are its own, not the cached ones.
+	got := update(t, object(gvk, "7", stored()), object(gvk, "7", written(false)))
+	if _, ok := got["deployedRelease"]; ok {
+		t.Errorf("deployedRelease came back from the cache: %v", got)
+	}
+	if want := written(false)["conditions"]; !reflect.DeepEqual(got["conditions"], want) {
+		t.Errorf("conditions %v, want the updater's %v", got["conditions"], want)
+	}
+	if got["url"] != "http://p.ns.svc" {
+		t.Errorf("url not carried over: %v", got)
+	}
+}
+
+func TestNothingIsCarriedFromAnotherVersion(t *testing.T) {
+	for name, cached := range map[string]*unstructured.Unstructured{
+		"cache behind or ahead": object(gvk, "6", stored()),
+		"not cached":            nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := update(t, cached, object(gvk, "7", written(true))); !reflect.DeepEqual(got, written(true)) {
+				t.Errorf("sent status %v, want the updater's as built", got)
+			}
+		})
+	}
+}
+
+func TestOtherKindsAreSentAsBuilt(t *testing.T) {
+	other := schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "Other"}
+	if got := update(t, object(other, "7", stored()), object(other, "7", written(true))); !reflect.DeepEqual(got, written(true)) {
+		t.Errorf("sent status %v, want the updater's as built", got)
+	}
+}
