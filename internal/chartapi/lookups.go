@@ -38,7 +38,7 @@ func (r *lookupRecorder) lookedUp() []schema.GroupVersionKind {
 	for gvk := range r.kinds {
 		out = append(out, gvk)
 	}
-	return out
+	return sortedDistinct(out)
 }
 
 // nothingFound answers every get and list NotFound, which `lookup` turns into an empty result.

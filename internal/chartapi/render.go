@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -119,37 +120,29 @@ func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, []schema.Gr
 
 // LookedUp returns the kinds the renderings read with `lookup`, sorted.
 func LookedUp(renderings []Rendering) []schema.GroupVersionKind {
-	seen := map[schema.GroupVersionKind]bool{}
-	var out []schema.GroupVersionKind
+	var all []schema.GroupVersionKind
 	for _, r := range renderings {
-		for _, gvk := range r.LookedUp {
-			if !seen[gvk] {
-				seen[gvk] = true
-				out = append(out, gvk)
-			}
-		}
+		all = append(all, r.LookedUp...)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
+	return sortedDistinct(all)
 }
 
 // Kinds returns the kinds the renderings create, sorted.
 func Kinds(renderings []Rendering) []schema.GroupVersionKind {
-	seen := map[schema.GroupVersionKind]bool{}
-	var out []schema.GroupVersionKind
+	var all []schema.GroupVersionKind
 	for _, r := range renderings {
 		for _, o := range r.Objects {
 			apiVersion, _ := o["apiVersion"].(string)
 			kind, _ := o["kind"].(string)
-			gvk := schema.FromAPIVersionAndKind(apiVersion, kind)
-			if !seen[gvk] {
-				seen[gvk] = true
-				out = append(out, gvk)
-			}
+			all = append(all, schema.FromAPIVersionAndKind(apiVersion, kind))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
+	return sortedDistinct(all)
+}
+
+func sortedDistinct(kinds []schema.GroupVersionKind) []schema.GroupVersionKind {
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].String() < kinds[j].String() })
+	return slices.Compact(kinds)
 }
 
 // Check evaluates every expression against each rendering, once as the custom resource is
