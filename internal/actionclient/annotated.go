@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // RollbackChoice is an action client getter that hands out Forced's action clients, whose
@@ -114,6 +115,6 @@ func deployedManifest(obj client.Object) string {
 	if !ok {
 		return ""
 	}
-	m, _, _ := unstructured.NestedString(u.Object, "status", "deployedRelease", "manifest")
+	m, _, _ := unstructured.NestedString(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
 	return m
 }

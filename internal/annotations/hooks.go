@@ -38,7 +38,7 @@ func PauseHandler(recorder record.EventRecorder) reconciler.PauseReconcileHandle
 }
 
 func pausedCondition(obj *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", names.StatusConditions)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == names.ConditionPaused {
 			return m["status"] == string(corev1.ConditionTrue)

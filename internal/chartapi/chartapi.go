@@ -194,7 +194,7 @@ var (
 
 // Reserved status fields and condition types: the Helm reconciler's and this operator's.
 var (
-	reservedFields     = map[string]bool{"conditions": true, "deployedRelease": true, "observedGeneration": true}
+	reservedFields     = map[string]bool{names.StatusConditions: true, names.StatusDeployedRelease: true, names.StatusObservedGeneration: true}
 	reservedConditions = map[string]bool{names.ConditionInitialized: true, names.ConditionDeployed: true,
 		names.ConditionReleaseFailed: true, names.ConditionIrreconcilable: true, names.ConditionPaused: true,
 		names.ConditionReady: true}

@@ -26,6 +26,7 @@ import (
 	"github.com/example/myproxy-operator/internal/cachedobject"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/eventfilter"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
 )
@@ -138,7 +139,7 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil // that shard writes its status
 	}
 	current, _, _ := unstructured.NestedMap(obj.Object, "status")
-	if _, ok := current["conditions"]; !ok {
+	if _, ok := current[names.StatusConditions]; !ok {
 		// The Helm reconciler has not reached it yet. Writing now would only make its first
 		// update (the finalizer) conflict; its first status write brings us back.
 		return ctrl.Result{}, nil
@@ -222,7 +223,7 @@ func (r *StatusReconciler) Remembered() (generations, manifests int) {
 // cache (release objects are cached by their label), without copying them: they are only read.
 // Objects the cache holds typed are converted to the maps that expressions and kstatus read.
 func (r *StatusReconciler) releaseObjects(ctx context.Context, key types.NamespacedName, current map[string]any) ([]status.ReleaseObject, error) {
-	manifest, _, _ := unstructured.NestedString(current, "deployedRelease", "manifest")
+	manifest, _, _ := unstructured.NestedString(current, names.StatusDeployedRelease, names.DeployedReleaseManifest)
 	refs, err := r.manifests.Refs(key, manifest, r.namespaced)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // Labels on every generated CRD.
@@ -133,7 +134,7 @@ func StatusSchema(s chartapi.Status) apiextv1.JSONSchemaProps {
 	}
 	str := apiextv1.JSONSchemaProps{Type: "string"}
 	props := map[string]apiextv1.JSONSchemaProps{
-		"conditions": {
+		names.StatusConditions: {
 			Description: conditions + ".", Type: "array",
 			Items: &apiextv1.JSONSchemaPropsOrArray{Schema: &apiextv1.JSONSchemaProps{
 				Type: "object", Required: []string{"type", "status"},
@@ -143,11 +144,11 @@ func StatusSchema(s chartapi.Status) apiextv1.JSONSchemaProps {
 				},
 			}},
 		},
-		"deployedRelease": {
+		names.StatusDeployedRelease: {
 			Description: "The Helm release currently deployed.", Type: "object",
-			Properties: map[string]apiextv1.JSONSchemaProps{"name": str, "manifest": str},
+			Properties: map[string]apiextv1.JSONSchemaProps{"name": str, names.DeployedReleaseManifest: str},
 		},
-		"observedGeneration": {Description: "The metadata.generation this status describes.", Type: "integer", Format: "int64"},
+		names.StatusObservedGeneration: {Description: "The metadata.generation this status describes.", Type: "integer", Format: "int64"},
 	}
 	for _, name := range s.FieldNames() {
 		f := s.Fields[name]

@@ -17,11 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // reconcilerOwned are the status fields helm-operator-plugins' status updater writes; it writes
 // status as these and nothing else.
-var reconcilerOwned = []string{"conditions", "deployedRelease"}
+var reconcilerOwned = []string{names.StatusConditions, names.StatusDeployedRelease}
 
 // Client returns c, whose status Updates of gvk's objects keep the status fields the updater
 // does not own, as cached reads them. They are carried over only from the cached object of the

@@ -61,3 +61,14 @@ const (
 
 // RecordSelector selects Helm's release records among Secrets (a label selector string).
 const RecordSelector = RecordOwnerLabel + "=" + RecordOwnerHelm
+
+// Status fields every kind has. helm-operator-plugins' reconciler writes the first two (its
+// status updater writes status as exactly these); the status controller writes
+// observedGeneration. A chart's kind.yaml may declare none of them.
+const (
+	StatusConditions         = "conditions"
+	StatusDeployedRelease    = "deployedRelease"
+	StatusObservedGeneration = "observedGeneration"
+	// DeployedReleaseManifest is the field of deployedRelease holding the release's manifest.
+	DeployedReleaseManifest = "manifest"
+)

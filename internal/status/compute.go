@@ -33,21 +33,19 @@ func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) 
 		}
 	}
 	if computed.ObservedGeneration != nil {
-		out[fieldObservedGeneration] = *computed.ObservedGeneration
+		out[names.StatusObservedGeneration] = *computed.ObservedGeneration
 	}
-	conditions, _ := out["conditions"].([]any)
+	conditions, _ := out[names.StatusConditions].([]any)
 	for _, c := range computed.Conditions {
 		conditions = withCondition(conditions, c, now)
 	}
-	out["conditions"] = conditions
+	out[names.StatusConditions] = conditions
 	return out
 }
 
-const fieldObservedGeneration = "observedGeneration"
-
 // Deployed reports whether the Helm reconciler's Deployed condition is True.
 func Deployed(status map[string]any) bool {
-	conds, _ := status["conditions"].([]any)
+	conds, _ := status[names.StatusConditions].([]any)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == names.ConditionDeployed {
 			return m["status"] == "True"

@@ -5,6 +5,7 @@ import (
 	"reflect"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/objcompare"
 )
 
@@ -23,9 +24,9 @@ func OwnOf(s chartapi.Status) Own {
 	for _, c := range own.Conditions {
 		mine[c] = true
 	}
-	st := objcompare.Ignore{"conditions": func(a, b any) bool {
+	st := objcompare.Ignore{names.StatusConditions: func(a, b any) bool {
 		return reflect.DeepEqual(withoutConditions(a, mine), withoutConditions(b, mine))
-	}, fieldObservedGeneration: nil}
+	}, names.StatusObservedGeneration: nil}
 	for _, f := range own.Fields {
 		st[f] = nil
 	}
