@@ -22,8 +22,12 @@ import (
 // catches a cache that lags). Every call on the release is bracketed by Claims.Begin and End,
 // so that the handover waits for this shard's calls in flight and no call starts after it. A
 // resource that names this shard but was handed over stays refused: that is a lagging copy,
-// not a new claim.
-func Claimed(next helmclient.ActionClientGetter, s shard.Shard, claims *shard.Claims, writer client.Writer) helmclient.ActionClientGetter {
+// not a new claim. A claim naming a shard outside the fleet is taken over only if that shard
+// does not run (running, nil when there is no leader election: taken over): one that runs
+// means the shards were started with different --shards, and the resource stays refused,
+// with an error that says so, until they agree.
+func Claimed(next helmclient.ActionClientGetter, s shard.Shard, claims *shard.Claims, writer client.Writer,
+	running shard.Liveness) helmclient.ActionClientGetter {
 	if !s.Sharded() {
 		return next
 	}
@@ -31,6 +35,16 @@ func Claimed(next helmclient.ActionClientGetter, s shard.Shard, claims *shard.Cl
 		key := shard.Key{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
 		switch owner := shard.Owner(obj); {
 		case owner == s.ID():
+		case owner != "" && !s.InFleet(owner) && running != nil:
+			live, err := running(ctx, owner)
+			if err != nil {
+				return nil, fmt.Errorf("reading whether shard %q, which claims it, runs: %w", owner, err)
+			}
+			if live {
+				return nil, fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
+					"every shard must run with the same --shards", owner, s.Fleet)
+			}
+			fallthrough
 		case owner == "" || !s.InFleet(owner):
 			l := obj.GetLabels()
 			if l == nil {

@@ -52,9 +52,13 @@ func crOwnedBy(owner string) *unstructured.Unstructured {
 }
 
 func claimedOver(base *installs, s shard.Shard, claims *shard.Claims, w client.Writer) helmclient.ActionClientGetter {
+	return claimedWith(base, s, claims, w, nil)
+}
+
+func claimedWith(base *installs, s shard.Shard, claims *shard.Claims, w client.Writer, running shard.Liveness) helmclient.ActionClientGetter {
 	return Claimed(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return base, nil
-	}), s, claims, w)
+	}), s, claims, w, running)
 }
 
 func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
@@ -63,6 +67,7 @@ func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 		name      string
 		owner     string
 		updateErr error
+		running   shard.Liveness
 		claims    []string // owners written
 		refused   string   // in the error, when refused
 	}{
@@ -70,12 +75,21 @@ func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 		{name: "its own: acted on", owner: "a"},
 		{name: "another shard's: refused", owner: "b", refused: `shard "b" acts on it`},
 		{name: "a stale claim of a shard not in the fleet: claimed", owner: "removed", claims: []string{"a"}},
+		{name: "a claim of a shard not in the fleet that no longer runs: claimed", owner: "removed",
+			running: runs(map[string]bool{"removed": false}), claims: []string{"a"}},
+		{name: "a claim of a shard not in the fleet that runs: refused, naming --shards", owner: "c",
+			running: runs(map[string]bool{"c": true}), refused: `shard "c" claims it and runs (its Lease is held), but is not in --shards [a b]`},
+		{name: "whether the claiming shard runs cannot be read: refused", owner: "c",
+			running: func(context.Context, string) (bool, error) { return false, errors.New("forbidden") },
+			refused: `reading whether shard "c", which claims it, runs: forbidden`},
+		{name: "a shard of the fleet is not asked about", owner: "b",
+			running: func(context.Context, string) (bool, error) { panic("asked") }, refused: `shard "b" acts on it`},
 		{name: "a concurrent change: the claim fails", owner: "", updateErr: apierrors.NewConflict(schema.GroupResource{}, "p", errors.New("changed")),
 			claims: []string{"a"}, refused: "claiming it for shard"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, base := &updates{err: tc.updateErr}, &installs{}
-			ac, err := claimedOver(base, a, shard.NewClaims(), w).ActionClientFor(context.Background(), crOwnedBy(tc.owner))
+			ac, err := claimedWith(base, a, shard.NewClaims(), w, tc.running).ActionClientFor(context.Background(), crOwnedBy(tc.owner))
 			if strings.Join(w.owners, ",") != strings.Join(tc.claims, ",") {
 				t.Errorf("claims written %v, want %v", w.owners, tc.claims)
 			}
@@ -93,6 +107,11 @@ func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runs answers for the shards it knows.
+func runs(live map[string]bool) shard.Liveness {
+	return func(_ context.Context, id string) (bool, error) { return live[id], nil }
 }
 
 func TestClaimedStartsNothingAfterAHandover(t *testing.T) {

@@ -14,10 +14,11 @@ type StackOptions struct {
 	Metrics  *Metrics
 	Digest   DigestOptions
 	Unlock   SoleWriter
-	// Shard, Claims and Writer serve Claimed; a Shard that is not sharded leaves it out.
-	Shard  shard.Shard
-	Claims *shard.Claims
-	Writer client.Writer
+	// Shard, Claims, Writer and Running serve Claimed; a Shard that is not sharded leaves it out.
+	Shard   shard.Shard
+	Claims  *shard.Claims
+	Writer  client.Writer
+	Running shard.Liveness
 }
 
 // Stack builds the action clients the reconciler uses from the plugins' (base), in this order,
@@ -38,5 +39,5 @@ func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.Action
 	unlocked := Unlocked(base, o.Recorder, o.Unlock)
 	waiting := UninstallWaiting(unlocked)
 	observed := Observed(waiting, Events{Recorder: o.Recorder}, o.Metrics)
-	return Claimed(Digested(observed, o.Digest), o.Shard, o.Claims, o.Writer)
+	return Claimed(Digested(observed, o.Digest), o.Shard, o.Claims, o.Writer, o.Running)
 }

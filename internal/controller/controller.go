@@ -46,6 +46,8 @@ type Process struct {
 	Unlock actionclient.SoleWriter
 	// Own learns what the operator itself deletes and writes; the manager's event filters ask it.
 	Own *ownwrites.Registry
+	// ShardRunning tells whether a shard runs, from its Lease; nil without leader election.
+	ShardRunning shard.Liveness
 }
 
 // Settings is what one reconciler runs with, after merging a watches.yaml entry with the
@@ -91,6 +93,7 @@ type shared struct {
 	absences   *releasestore.Absences
 	shard      shard.Shard
 	claims     *shard.Claims
+	running    shard.Liveness
 	claimCache cache.Cache // sharded only
 }
 
@@ -116,7 +119,8 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		own = ownwrites.New()
 	}
 	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records,
-		absences: releasestore.NewAbsences(recordIndex{records}), shard: o.Shard, claims: shard.NewClaims()}
+		absences: releasestore.NewAbsences(recordIndex{records}), shard: o.Shard, claims: shard.NewClaims(),
+		running: p.ShardRunning}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
@@ -199,7 +203,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(),
+			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(), Running: sh.running,
 			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo,
 				Stamp: sh.shard.ManagedValue()},
 		})),

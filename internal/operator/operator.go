@@ -6,6 +6,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,6 +116,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	}
 	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
 	var fencedLock resourcelock.Interface // nil without leader election
+	var leaseNamespace string             // of every shard's Lease; "" without leader election
 	writer := actionclient.SoleWriter{PendingAfter: o.UnlockPendingAfter}
 	own := ownwrites.New()
 	events := &managerEvents{}
@@ -134,6 +136,8 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		cfg.Wrap(fence.WrapTransport)
 		fencedLock = fence
 		writer.Leading = fence.Leading
+		// The lock knows the namespace it resolved (the flag, or the Pod's own).
+		leaseNamespace, _, _ = strings.Cut(lock.Describe(), "/")
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
@@ -165,7 +169,11 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	err = controller.Setup(mgr, entries, o, controller.Process{Unlock: writer, Own: own}, namespaces)
+	p := controller.Process{Unlock: writer, Own: own}
+	if leaseNamespace != "" && o.Shard.Sharded() {
+		p.ShardRunning = shard.LeaseLiveness(mgr.GetAPIReader(), leaseNamespace, o.LeaderElectionID, time.Now)
+	}
+	err = controller.Setup(mgr, entries, o, p, namespaces)
 	if err != nil {
 		return nil, err
 	}

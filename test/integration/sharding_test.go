@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -318,6 +319,46 @@ func TestShardsDivideTheFleet(t *testing.T) {
 		})
 	}
 	harness.WaitForEvent(t, c, ns, "stale-b", "ShardHandedOver", timeout)
+
+	// A claim naming a shard outside the fleet whose Lease is held: that shard runs with other
+	// --shards, and taking its MyProxy over would give it two owners. The default shard refuses
+	// with a condition that says so, and takes it once that shard's Lease is gone.
+	const rogue = "rogue-claimed"
+	rogueLease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shard.Shard{Name: "rogue"}.LeaseName("myproxy-operator.gateway.example.com")},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("rogue-0"), LeaseDurationSeconds: ptr.To(int32(3600)),
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))},
+	}
+	if err := c.Create(ctx, rogueLease); err != nil {
+		t.Fatal(err)
+	}
+	mp := harness.MyProxy(ns, rogue, map[string]any{"replicas": 1})
+	mp.SetLabels(map[string]string{shard.OwnerLabel: "rogue"})
+	if err := c.Create(ctx, mp); err != nil {
+		t.Fatal(err)
+	}
+	shardOf[rogue] = "shard-default"
+	harness.Eventually(t, timeout, rogue+" refused while its claiming shard runs", func(ctx context.Context) (bool, string) {
+		mp, err := harness.GetMyProxy(ctx, c, ns, rogue)
+		if err != nil {
+			return false, err.Error()
+		}
+		status, _, message := harness.Condition(mp, "Irreconcilable")
+		return status == "True" && strings.Contains(message, "every shard must run with the same --shards"), "Irreconcilable: " + message
+	})
+	if got, err := harness.GetMyProxy(ctx, c, ns, rogue); err != nil || shard.Owner(got) != "rogue" {
+		t.Fatalf("the claim of the running shard was taken over (%v)", err)
+	}
+	if err := c.Delete(ctx, rogueLease); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, timeout, rogue+" claimed by the default shard once the other is gone", func(ctx context.Context) (bool, string) {
+		mp, err := harness.GetMyProxy(ctx, c, ns, rogue)
+		if err != nil {
+			return false, err.Error()
+		}
+		return handedOver(mp)
+	})
 
 	// The audit log: who wrote what of each release since the shards started.
 	writes := releaseWrites(t, e.auditLog, ns, sharded)

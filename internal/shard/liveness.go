@@ -1,0 +1,52 @@
+package shard
+
+import (
+	"context"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Liveness reports whether the shard named id runs: its leader holds its Lease. A claim that
+// names a shard outside this process's --shards is stale only if that shard does not run;
+// if it does, the shards disagree on the fleet, and taking its resources over would let two
+// shards act on one.
+type Liveness func(ctx context.Context, id string) (bool, error)
+
+// LeaseLiveness reads shard Leases from the apiserver: namespace and base are this process's
+// leader election namespace and Lease name (Shard.LeaseName derives each shard's). A Lease is
+// held while it names a holder and its last renewal is less than two lease durations old, by
+// this process's clock: the margin covers clocks that disagree by up to a lease duration, and
+// errs towards "runs" (a takeover waits, none happens twice).
+func LeaseLiveness(r client.Reader, namespace, base string, now func() time.Time) Liveness {
+	return func(ctx context.Context, id string) (bool, error) {
+		lease := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: namespace, Name: Shard{Name: id}.LeaseName(base)}
+		if err := r.Get(ctx, key, lease); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		return Held(lease, now()), nil
+	}
+}
+
+// Held reports whether lease has a holder that renewed it less than two lease durations
+// before now.
+func Held(lease *coordinationv1.Lease, now time.Time) bool {
+	s := lease.Spec
+	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.LeaseDurationSeconds == nil {
+		return false
+	}
+	renewed := s.AcquireTime
+	if s.RenewTime != nil {
+		renewed = s.RenewTime
+	}
+	if renewed == nil {
+		return false
+	}
+	return now.Before(renewed.Add(2 * time.Duration(*s.LeaseDurationSeconds) * time.Second))
+}
