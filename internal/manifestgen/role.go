@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Verbs, once each: what the operator's requests use (an e2e test compares them with the
@@ -51,21 +52,20 @@ func Role(kinds []Kind) []byte {
 			rule{group: k.GVK.Group, resource: k.Plural + "/finalizers", verbs: finalizerVerbs},
 		)
 		for _, gvk := range k.Rendered {
-			plural, _ := meta.UnsafeGuessKindToResource(gvk)
-			rendered[plural.Group+"/"+plural.Resource] = rule{group: plural.Group, resource: plural.Resource, verbs: manage}
+			r := resourceRule(gvk, manage)
+			rendered[r.key()] = r
 		}
 	}
 	// Secrets: Helm's release storage, whatever the charts render (patched only when rendered).
-	if _, ok := rendered["/secrets"]; !ok {
-		rendered["/secrets"] = rule{group: "", resource: "secrets", verbs: releaseRecords}
+	if r := (rule{group: "", resource: "secrets", verbs: releaseRecords}); rendered[r.key()].verbs == nil {
+		rendered[r.key()] = r
 	}
 	// Kinds the templates only read: what a rendering looks up (a rendered kind or the release
 	// records already allow more).
 	for _, k := range kinds {
 		for _, gvk := range k.LookedUp {
-			plural, _ := meta.UnsafeGuessKindToResource(gvk)
-			if _, ok := rendered[plural.Group+"/"+plural.Resource]; !ok {
-				rendered[plural.Group+"/"+plural.Resource] = rule{group: plural.Group, resource: plural.Resource, verbs: lookupVerbs}
+			if r := resourceRule(gvk, lookupVerbs); rendered[r.key()].verbs == nil {
+				rendered[r.key()] = r
 			}
 		}
 	}
@@ -91,24 +91,50 @@ func Role(kinds []Kind) []byte {
 # The manager's rights: every watched kind, what every chart renders or looks up (with its default
 # values and each ci/*-values.yaml), the Helm release Secrets, Events and APIService metadata.
 # No wildcards.
-apiVersion: rbac.authorization.k8s.io/v1
+`)
+	b.WriteString(clusterRoleHeader("manager-role"))
+	b.WriteString("rules:\n")
+	for _, r := range rules {
+		r.write(&b)
+	}
+	return []byte(b.String())
+}
+
+// resourceRule grants verbs on the resource of gvk.
+func resourceRule(gvk schema.GroupVersionKind, verbs []string) rule {
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	return rule{group: plural.Group, resource: plural.Resource, verbs: verbs}
+}
+
+// key is the group and resource a rule grants on.
+func (r rule) key() string { return r.group + "/" + r.resource }
+
+// write writes r as a ClusterRole rule, after its comment.
+func (r rule) write(b *strings.Builder) {
+	if r.comment != "" {
+		fmt.Fprintf(b, "# %s\n", r.comment)
+	}
+	group := r.group
+	if group == "" {
+		group = `""`
+	}
+	fmt.Fprintf(b, "- apiGroups: [%s]\n  resources: [%s]\n  verbs: [%s]\n", group, r.resource, strings.Join(r.verbs, ", "))
+}
+
+// clusterRoleHeader starts a ClusterRole named name with the project's labels and extra label
+// lines (indented as labels), up to its rules.
+func clusterRoleHeader(name string, extraLabels ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
-  name: manager-role
+  name: %s
   labels:
     app.kubernetes.io/name: myproxy-operator
     app.kubernetes.io/managed-by: kustomize
-rules:
-`)
-	for _, r := range rules {
-		if r.comment != "" {
-			fmt.Fprintf(&b, "# %s\n", r.comment)
-		}
-		group := r.group
-		if group == "" {
-			group = `""`
-		}
-		fmt.Fprintf(&b, "- apiGroups: [%s]\n  resources: [%s]\n  verbs: [%s]\n", group, r.resource, strings.Join(r.verbs, ", "))
+`, name)
+	for _, l := range extraLabels {
+		fmt.Fprintf(&b, "    %s\n", l)
 	}
-	return []byte(b.String())
+	return b.String()
 }

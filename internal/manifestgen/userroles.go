@@ -66,19 +66,14 @@ func UserRoles(kinds []Kind) map[string][]byte {
 func (r userRole) render(k Kind) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# "+r.comment+"\n", pluralTitle(k))
-	fmt.Fprintf(&b, `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: %s-%s-role
-  labels:
-    app.kubernetes.io/name: myproxy-operator
-    app.kubernetes.io/managed-by: kustomize
-`, strings.ToLower(k.GVK.Kind), r.suffix)
+	aggregated := make([]string, 0, len(r.aggregate))
 	for _, role := range r.aggregate {
-		fmt.Fprintf(&b, "    rbac.authorization.k8s.io/aggregate-to-%s: \"true\"\n", role)
+		aggregated = append(aggregated, fmt.Sprintf("rbac.authorization.k8s.io/aggregate-to-%s: \"true\"", role))
 	}
-	fmt.Fprintf(&b, "rules:\n- apiGroups: [%s]\n  resources: [%s]\n  verbs: [%s]\n", k.GVK.Group, k.Plural, strings.Join(r.verbs, ", "))
-	fmt.Fprintf(&b, "- apiGroups: [%s]\n  resources: [%s/status]\n  verbs: [%s]\n", k.GVK.Group, k.Plural, strings.Join(userStatusVerbs, ", "))
+	b.WriteString(clusterRoleHeader(fmt.Sprintf("%s-%s-role", strings.ToLower(k.GVK.Kind), r.suffix), aggregated...))
+	b.WriteString("rules:\n")
+	rule{group: k.GVK.Group, resource: k.Plural, verbs: r.verbs}.write(&b)
+	rule{group: k.GVK.Group, resource: k.Plural + "/status", verbs: userStatusVerbs}.write(&b)
 	return []byte(b.String())
 }
 

@@ -30,13 +30,13 @@ func LeaseLiveness(r client.Reader, namespace, base string, now func() time.Time
 			}
 			return false, err
 		}
-		return Held(lease, now()), nil
+		return held(lease, now()), nil
 	}
 }
 
-// Held reports whether lease has a holder that renewed it less than two lease durations
+// held reports whether lease has a holder that renewed it less than two lease durations
 // before now.
-func Held(lease *coordinationv1.Lease, now time.Time) bool {
+func held(lease *coordinationv1.Lease, now time.Time) bool {
 	s := lease.Spec
 	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.LeaseDurationSeconds == nil {
 		return false
