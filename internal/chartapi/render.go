@@ -29,8 +29,11 @@ type Rendering struct {
 	LookedUp []schema.GroupVersionKind
 }
 
+// SampleNamespace is the namespace of the offline renderings' release.
+const SampleNamespace = "default"
+
 // sampleRelease names the offline renderings' release.
-var sampleRelease = chartutil.ReleaseOptions{Name: "example", Namespace: "default", Revision: 1, IsInstall: true}
+var sampleRelease = chartutil.ReleaseOptions{Name: "example", Namespace: SampleNamespace, Revision: 1, IsInstall: true}
 
 // Render renders the chart offline (no cluster: lookups find nothing) with its default values
 // and with each ci/*-values.yaml, the chart-testing convention for the value sets a chart must

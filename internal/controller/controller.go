@@ -165,7 +165,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("creating discovery client: %w", err)
 	}
-	configs := helmconfig.New(actionConfigGetter, dc, sh.own, sh.shard.ManagedValue())
+	configs := helmconfig.New(actionConfigGetter, dc, sh.own, sh.shard.ManagedValue(), w.Reach)
 	actions, err := actionClients(configs)
 	if err != nil {
 		return capabilityReader{}, err
@@ -284,6 +284,9 @@ func actionClients(configs helmclient.ActionConfigGetter) (actionclient.Rollback
 		// rendering is checked against the API by the chart tests.
 		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
 		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
+		// A chart's crds/ folder is installed with the kind (make install), never by a tenant's
+		// release: CRDs are cluster-wide, and a release may not reach outside its namespace.
+		helmclient.AppendInstallOptions(func(i *action.Install) error { i.SkipCRDs = true; return nil }),
 	}
 	forced, err := helmclient.NewActionClientGetter(configs, opts...)
 	if err != nil {

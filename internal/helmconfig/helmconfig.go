@@ -1,6 +1,14 @@
 // Package helmconfig wraps helm-operator-plugins' ActionConfigGetter so that what Helm learns
-// about the cluster is learnt once per operator, not once per reconcile, and so that the
-// objects Helm builds carry the release-object label (package managedlabel).
+// about the cluster is learnt once per operator, not once per reconcile, so that the objects
+// Helm builds carry the release-object label (package managedlabel), and so that a release
+// touches nothing outside its custom resource's reach (package reach).
+//
+// Confinement sits in the kube client's Build because every object Helm writes, deletes, runs
+// as a hook or corrects for drift is built there first, by every action, dry runs included;
+// and in the release storage, because Helm stores a new revision's record (hooks included)
+// before it runs the first hook, so a hook outside the reach is refused before anything is
+// written. A forged record (a tenant may write Secrets) is refused the same way when Helm
+// builds its objects to update or delete them.
 //
 // The plugins build a fresh action.Configuration for every reconcile. Helm then, for every
 // action, asks the apiserver for its version (KubeClient.IsReachable, and again to compute
@@ -23,6 +31,9 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +42,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/ownwrites"
+	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
@@ -55,13 +67,15 @@ type Getter struct {
 	own *ownwrites.Registry
 	// managed is the managed label value stamped on every release object.
 	managed string
+	// reach is what a release may touch beyond its custom resource's namespace.
+	reach reach.Policy
 }
 
 // New wraps next; dc is asked for the server version and API groups when they are stale; own
 // learns every object Helm deletes through these configurations; every object Helm builds is
-// labelled managed (package managedlabel).
-func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, own *ownwrites.Registry, managed string) *Getter {
-	return &Getter{next: next, discovery: dc, now: time.Now, own: own, managed: managed}
+// labelled managed (package managedlabel); policy bounds what a release writes and looks up.
+func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, own *ownwrites.Registry, managed string, policy reach.Policy) *Getter {
+	return &Getter{next: next, discovery: dc, now: time.Now, own: own, managed: managed, reach: policy}
 }
 
 // ActionConfigFor implements helmclient.ActionConfigGetter.
@@ -75,12 +89,48 @@ func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*actio
 		return nil, err
 	}
 	cfg.Capabilities = caps.Copy() // a Configuration may adjust its own
-	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
-		cfg.KubeClient = &kubeClient{Client: kc, getter: g}
+	kc, ok := cfg.KubeClient.(*kube.Client)
+	if !ok {
+		// Confinement needs Helm's own client; the plugins always build one.
+		return nil, fmt.Errorf("helm kube client is a %T, not *kube.Client", cfg.KubeClient)
 	}
-	// What the templates look up is recorded, for the digest of the rendering's inputs.
-	renderinputs.InstallRecorder(cfg)
+	releaseNS := obj.GetNamespace()
+	wrapped := &kubeClient{Client: kc, getter: g, releaseNS: releaseNS}
+	cfg.KubeClient = wrapped
+	if cfg.Releases != nil {
+		cfg.Releases.Driver = &hookChecked{Driver: cfg.Releases.Driver, kube: wrapped}
+	}
+	// What the templates look up is recorded, for the digest of the rendering's inputs, and
+	// refused outside the release's reach.
+	if rec := renderinputs.InstallRecorder(cfg); rec != nil {
+		mapper, err := cfg.RESTClientGetter.ToRESTMapper()
+		if err != nil {
+			return nil, err
+		}
+		rec.Guard(lookupGuard(g.reach, releaseNS, mapper))
+	}
 	return cfg, nil
+}
+
+// lookupGuard refuses a template's read outside the release's reach. A read whose scope the
+// mapper cannot tell is refused: the guard fails closed.
+func lookupGuard(p reach.Policy, releaseNS string, mapper meta.RESTMapper) func(renderinputs.Read) error {
+	return func(rd renderinputs.Read) error {
+		o := reach.Object{Namespaced: true, Namespace: rd.Namespace, Name: rd.Name,
+			GroupKind: schema.GroupKind{Group: rd.Resource.Group, Kind: rd.Resource.Resource}}
+		gvk, err := mapper.KindFor(rd.Resource)
+		if err == nil {
+			o.GroupKind = gvk.GroupKind()
+			var m *meta.RESTMapping
+			if m, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+				o.Namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
+			}
+		}
+		if err != nil && rd.Namespace == "" {
+			return fmt.Errorf("refused to look up %s: its scope is unknown: %w", rd.Resource, err)
+		}
+		return p.Read(releaseNS, o)
+	}
 }
 
 // Refresh learns the cluster's capabilities again now, and reports whether the API versions or
@@ -155,18 +205,59 @@ func (g *Getter) reachable(check func() error) error {
 // optional interface Helm looks for (waiting, deletion propagation...).
 type kubeClient struct {
 	*kube.Client
-	getter *Getter
+	getter    *Getter
+	releaseNS string
 }
 
-// Build implements kube.Interface. Helm builds every manifest it applies, and the plugins'
-// owner-reference post-renderer builds each rendered manifest through this client too, so the
-// label reaches the objects and the manifest stored in the release.
+// Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
+// hook, and the plugins' owner-reference post-renderer builds each rendered manifest through
+// this client too, so the label reaches the objects and the manifest stored in the release,
+// and an object outside the release's reach is refused before any of them is sent.
 func (c *kubeClient) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
 	objs, err := c.Client.Build(reader, validate)
 	if err != nil {
 		return objs, err
 	}
+	if err := c.confine(objs); err != nil {
+		return nil, err
+	}
 	return objs, managedlabel.Label(objs, c.getter.managed)
+}
+
+// confine refuses the first object of objs outside the release's reach.
+func (c *kubeClient) confine(objs kube.ResourceList) error {
+	for _, info := range objs {
+		if info.Mapping == nil {
+			return fmt.Errorf("refused to write %s %q: its scope is unknown", info.Object.GetObjectKind().GroupVersionKind(), info.Name)
+		}
+		o := reach.Object{GroupKind: info.Mapping.GroupVersionKind.GroupKind(),
+			Namespaced: info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace, Namespace: info.Namespace, Name: info.Name}
+		if !o.Namespaced {
+			o.Namespace = ""
+		}
+		if err := c.getter.reach.Write(c.releaseNS, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hookChecked is a release storage that refuses a new revision whose hooks are outside the
+// release's reach: Helm stores the record before it runs the first hook, and builds each hook
+// only when it runs it, so an earlier hook would be written before a later one is refused.
+type hookChecked struct {
+	driver.Driver
+	kube *kubeClient
+}
+
+// Create implements driver.Driver.
+func (h *hookChecked) Create(key string, rls *release.Release) error {
+	for _, hook := range rls.Hooks {
+		if _, err := h.kube.Build(strings.NewReader(hook.Manifest), false); err != nil {
+			return fmt.Errorf("hook %s: %w", hook.Path, err)
+		}
+	}
+	return h.Driver.Create(key, rls)
 }
 
 // Create implements kube.Interface: a delete of these objects from now on is someone else's.

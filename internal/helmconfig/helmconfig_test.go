@@ -3,6 +3,7 @@ package helmconfig
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,9 +22,14 @@ import (
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/ownwrites"
+	"github.com/example/myproxy-operator/internal/reach"
+	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
 type configGetter func() *action.Configuration
+
+// cr is the custom resource the configurations are for.
+var cr = &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "p"}}
 
 func (g configGetter) ActionConfigFor(context.Context, client.Object) (*action.Configuration, error) {
 	return g(), nil
@@ -40,11 +46,11 @@ func countingDiscovery(calls *int) *fakediscovery.FakeDiscovery {
 func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 	var calls int
 	now := time.Unix(0, 0)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls), nil, managedlabel.Value)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), nil, managedlabel.Value, reach.Policy{})
 	g.now = func() time.Time { return now }
 
 	for i := 0; i < 5; i++ {
-		cfg, err := g.ActionConfigFor(context.Background(), nil)
+		cfg, err := g.ActionConfigFor(context.Background(), cr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +65,7 @@ func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 		t.Errorf("5 configurations asked the server version %d times, want 1", calls)
 	}
 	now = now.Add(TTL + time.Second)
-	if _, err := g.ActionConfigFor(context.Background(), nil); err != nil {
+	if _, err := g.ActionConfigFor(context.Background(), cr); err != nil {
 		t.Fatal(err)
 	}
 	if calls != 2 {
@@ -69,9 +75,9 @@ func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 
 func TestEachConfigurationGetsItsOwnCapabilities(t *testing.T) {
 	var calls int
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), countingDiscovery(&calls), nil, managedlabel.Value)
-	a, _ := g.ActionConfigFor(context.Background(), nil)
-	b, _ := g.ActionConfigFor(context.Background(), nil)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), nil, managedlabel.Value, reach.Policy{})
+	a, _ := g.ActionConfigFor(context.Background(), cr)
+	b, _ := g.ActionConfigFor(context.Background(), cr)
 	a.Capabilities.KubeVersion.Version = "changed"
 	if b.Capabilities.KubeVersion.Version != "v1.35.4" {
 		t.Errorf("a change to one configuration's capabilities leaked into another")
@@ -82,7 +88,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 	var calls int
 	now := time.Unix(0, 0)
 	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
-		countingDiscovery(&calls), nil, managedlabel.Value)
+		countingDiscovery(&calls), nil, managedlabel.Value, reach.Policy{})
 	g.now = func() time.Time { return now }
 	g.reachedAt = time.Time{}
 
@@ -110,7 +116,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 		t.Errorf("after the TTL checks = %d, want 3", checks)
 	}
 
-	cfg, err := g.ActionConfigFor(context.Background(), nil)
+	cfg, err := g.ActionConfigFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +128,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
 	var calls int
 	fake := countingDiscovery(&calls)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{} }), fake, nil, managedlabel.Value)
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), fake, nil, managedlabel.Value, reach.Policy{})
 	if changed, err := g.Refresh(); err != nil || changed {
 		t.Fatalf("first refresh: changed=%v err=%v, want no change", changed, err)
 	}
@@ -130,7 +136,7 @@ func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
 		APIResources: []metav1.APIResource{{Name: "servicemonitors", Kind: "ServiceMonitor"}}})
 	// A reconcile learns the new API first (its TTL ran out): the next Refresh still reports it.
 	g.now = func() time.Time { return time.Now().Add(2 * TTL) }
-	if _, err := g.ActionConfigFor(context.Background(), nil); err != nil {
+	if _, err := g.ActionConfigFor(context.Background(), cr); err != nil {
 		t.Fatal(err)
 	}
 	if changed, _ := g.Refresh(); !changed {
@@ -165,5 +171,82 @@ func TestOwnDeletesAreLearnt(t *testing.T) {
 	c.forEach(kube.ResourceList{kept}, (*ownwrites.Registry).Created)
 	if own.OwnDelete(key("Service", "kept")) {
 		t.Error("an object created again is no longer an own delete")
+	}
+}
+
+func mapping(group, kind string, namespaced bool) *meta.RESTMapping {
+	scope := meta.RESTScopeRoot
+	if namespaced {
+		scope = meta.RESTScopeNamespace
+	}
+	return &meta.RESTMapping{GroupVersionKind: schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind}, Scope: scope}
+}
+
+// Every object Helm builds is checked against the release's reach, and the first one outside
+// it fails the whole build, named.
+func TestBuiltObjectsAreConfined(t *testing.T) {
+	obj := func(m *meta.RESTMapping, ns, name string) *resource.Info {
+		return &resource.Info{Mapping: m, Namespace: ns, Name: name}
+	}
+	deployment := mapping("apps", "Deployment", true)
+	clusterRole := mapping("rbac.authorization.k8s.io", "ClusterRole", false)
+	for _, tc := range []struct {
+		name    string
+		policy  reach.Policy
+		objs    kube.ResourceList
+		refused string // "" when allowed, else what the error names
+	}{
+		{name: "own namespace", objs: kube.ResourceList{obj(deployment, "team", "a")}},
+		{name: "another namespace", objs: kube.ResourceList{obj(deployment, "team", "a"), obj(deployment, "kube-system", "pwn")},
+			refused: "Deployment.apps kube-system/pwn"},
+		{name: "another namespace, allowed", policy: reach.Policy{Namespaces: []string{"monitoring"}},
+			objs: kube.ResourceList{obj(deployment, "monitoring", "a")}},
+		{name: "cluster-scoped", objs: kube.ResourceList{obj(clusterRole, "team", "admin")},
+			refused: "ClusterRole.rbac.authorization.k8s.io admin (cluster-scoped)"},
+		{name: "cluster-scoped, allowed", policy: reach.Policy{ClusterScoped: []string{"ClusterRole.rbac.authorization.k8s.io"}},
+			objs: kube.ResourceList{obj(clusterRole, "", "admin")}},
+		{name: "scope unknown", objs: kube.ResourceList{{Name: "x", Namespace: "team", Object: &metav1.PartialObjectMetadata{}}},
+			refused: "its scope is unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &kubeClient{getter: &Getter{reach: tc.policy}, releaseNS: "team"}
+			err := c.confine(tc.objs)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Errorf("error %v, want one naming %q", err, tc.refused)
+			}
+		})
+	}
+}
+
+// A lookup is refused before it is sent when it reads a namespaced object outside the
+// release's reach, or lists a namespaced kind across namespaces; cluster-scoped kinds may be
+// read.
+func TestLookupsAreConfined(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Node"}, meta.RESTScopeRoot)
+	guard := lookupGuard(reach.Policy{Namespaces: []string{"shared"}}, "team", mapper)
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	for _, tc := range []struct {
+		read    renderinputs.Read
+		refused bool
+	}{
+		{read: renderinputs.Read{Resource: secrets, Namespace: "team", Name: "tls"}},
+		{read: renderinputs.Read{Resource: secrets, Namespace: "shared", Name: "tls"}},
+		{read: renderinputs.Read{Resource: secrets, Namespace: "kube-system", Name: "tls"}, refused: true},
+		{read: renderinputs.Read{Resource: secrets, Namespace: "kube-system"}, refused: true},
+		{read: renderinputs.Read{Resource: secrets}, refused: true},
+		{read: renderinputs.Read{Resource: secrets, Name: "tls"}, refused: true},
+		{read: renderinputs.Read{Resource: schema.GroupVersionResource{Version: "v1", Resource: "nodes"}}},
+		{read: renderinputs.Read{Resource: schema.GroupVersionResource{Group: "x.io", Version: "v1", Resource: "unknowns"}}, refused: true},
+		{read: renderinputs.Read{Resource: schema.GroupVersionResource{Group: "x.io", Version: "v1", Resource: "unknowns"}, Namespace: "team", Name: "a"}},
+	} {
+		err := guard(tc.read)
+		if (err != nil) != tc.refused {
+			t.Errorf("%s: error %v, refused want %v", tc.read.Key(), err, tc.refused)
+		}
 	}
 }

@@ -86,6 +86,9 @@ func Generate(watchesPath string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkReach(w.ChartPath, w.Reach, renderings); err != nil {
+			return nil, err
+		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
 			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings),
 			LookedUp: chartapi.LookedUp(renderings)})

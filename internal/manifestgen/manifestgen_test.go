@@ -230,3 +230,48 @@ func TestLookedUpKindsAreReadable(t *testing.T) {
 		t.Errorf("configmaps granted twice:\n%s", role)
 	}
 }
+
+// A chart that renders outside its release's namespace stops the generation, naming the object
+// and the watches.yaml key, until the watch allows it; then the role grants it.
+func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
+	dir := t.TempDir()
+	chart := filepath.Join(dir, "chart")
+	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(chart, "Chart.yaml"), "apiVersion: v2\nname: c\nversion: 0.1.0\n")
+	write(filepath.Join(chart, "values.schema.json"), `{"type":"object"}`)
+	write(filepath.Join(chart, "templates", "role.yaml"),
+		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: reader\nrules: []\n---\n"+
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n")
+	watches := filepath.Join(dir, "watches.yaml")
+	entry := "- group: example.com\n  version: v1\n  kind: Thing\n  chart: " + chart + "\n"
+	for _, tc := range []struct {
+		reach, wantErr string
+	}{
+		{wantErr: "refused to write ClusterRole.rbac.authorization.k8s.io reader (cluster-scoped)"},
+		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io]}\n", wantErr: "refused to write ConfigMap monitoring/cm"},
+		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
+	} {
+		write(watches, entry+tc.reach)
+		files, err := Generate(watches)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("reach %q: error %v, want %q", tc.reach, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("reach %q: %v", tc.reach, err)
+		}
+		if role := string(files[ManagerRole]); !strings.Contains(role, "resources: [clusterroles]") {
+			t.Errorf("the allowed ClusterRole is not granted:\n%s", role)
+		}
+	}
+}

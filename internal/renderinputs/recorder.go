@@ -60,6 +60,26 @@ type Recorder struct {
 	mu     sync.Mutex
 	reads  map[string]Read
 	onRead func(n int)
+	guard  func(Read) error
+}
+
+// Guard has every read checked by f before it is sent: a read f refuses is not sent, and the
+// template's lookup fails with f's error (nil f: every read is sent).
+func (r *Recorder) Guard(f func(Read) error) {
+	r.mu.Lock()
+	r.guard = f
+	r.mu.Unlock()
+}
+
+// check runs the guard on rd.
+func (r *Recorder) check(rd Read) error {
+	r.mu.Lock()
+	guard := r.guard
+	r.mu.Unlock()
+	if guard == nil {
+		return nil
+	}
+	return guard(rd)
 }
 
 // OnRead calls f, with the number of distinct reads so far, after each read (nil: nobody).
@@ -151,13 +171,15 @@ type recordingTransport struct {
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet {
-		return resp, err
-	}
 	rd, ok := ParsePath(req.URL.Path)
-	if !ok {
-		return resp, nil // discovery: which resources a group has
+	if ok {
+		if err := t.recorder.check(rd); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || !ok {
+		return resp, err // !ok: discovery, which resources a group has
 	}
 	body, readErr := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()

@@ -1,8 +1,8 @@
 // Package watchesfile loads watches.yaml: helm-operator-plugins' loader (charts, defaults,
 // overrideValues expansion) plus the keys it does not know and the stock operator-sdk
-// helm-operator does (dryRunOption). A key that neither knows is an error at start: the
-// plugins' loader ignores it, and a misspelt key (reconcilePeriod as reconcileperiod) would
-// silently do nothing.
+// helm-operator does (dryRunOption), and this operator's own (reach, package reach). A key
+// that none knows is an error at start: the plugins' loader ignores it, and a misspelt key
+// (reconcilePeriod as reconcileperiod) would silently do nothing.
 package watchesfile
 
 import (
@@ -14,11 +14,13 @@ import (
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/reach"
 )
 
 // Keys of a watches.yaml entry, as the plugins and the stock operator-sdk helm-operator define them.
 var Keys = []string{"group", "version", "kind", "chart", "watchDependentResources", "overrideValues",
-	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption"}
+	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption", reach.Key}
 
 // Dry-run modes for the "is an upgrade needed?" check (Helm's --dry-run values). The check must
 // stay a dry run, so Helm's "none" and "false" (a real upgrade) are refused.
@@ -32,6 +34,8 @@ type Watch struct {
 	watches.Watch
 	// DryRunOption is the dry-run mode of the upgrade check; "" keeps the reconciler's (server).
 	DryRunOption string
+	// Reach is what the kind's releases may touch beyond their custom resource's namespace.
+	Reach reach.Policy
 }
 
 // Load reads and checks the watches file at path.
@@ -73,6 +77,15 @@ func Load(path string) ([]Watch, error) {
 					where, v, DryRunClient, DryRunServer)
 			}
 			w.DryRunOption = s
+		}
+		if v, ok := e[reach.Key]; ok {
+			raw, _ := yaml.Marshal(v)
+			if err := yaml.UnmarshalStrict(raw, &w.Reach); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", where, reach.Key, err)
+			}
+			if err := w.Reach.Check(); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
 		}
 		out[i] = w
 	}

@@ -1,6 +1,7 @@
 package watchesfile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,6 +29,7 @@ func TestLoad(t *testing.T) {
 		name    string
 		extra   string
 		dryRun  string
+		reach   string // the Reach it gets, printed with %v
 		wantErr string
 	}{
 		{name: "plain"},
@@ -37,6 +39,12 @@ func TestLoad(t *testing.T) {
 		{name: "misspelt key", extra: "  reconcileperiod: 1m\n", wantErr: `unknown key(s) reconcileperiod`},
 		{name: "every known key", extra: "  watchDependentResources: false\n  overrideValues: {a: b}\n  reconcilePeriod: 1m\n" +
 			"  maxConcurrentReconciles: 2\n  selector: {matchLabels: {a: b}}\n"},
+		{name: "reach", extra: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io, Namespace], namespaces: [monitoring]}\n",
+			reach: "{[ClusterRole.rbac.authorization.k8s.io Namespace] [monitoring]}"},
+		{name: "reach, misspelt", extra: "  reach: {namespace: [monitoring]}\n", wantErr: `unknown field "namespace"`},
+		{name: "reach, wildcard namespace", extra: "  reach: {namespaces: ['*']}\n", wantErr: "wildcards are not allowed"},
+		{name: "reach, wildcard kind", extra: "  reach: {clusterScoped: ['*.rbac.authorization.k8s.io']}\n", wantErr: "wildcards are not allowed"},
+		{name: "reach, resource not kind", extra: "  reach: {clusterScoped: [rbac.authorization.k8s.io/clusterroles]}\n", wantErr: "is not a Kind.group"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, err := Load(write(t, tc.extra))
@@ -51,6 +59,9 @@ func TestLoad(t *testing.T) {
 			}
 			if len(ws) != 1 || ws[0].DryRunOption != tc.dryRun || ws[0].Chart == nil {
 				t.Errorf("got %+v, want one entry with its chart and dryRunOption %q", ws, tc.dryRun)
+			}
+			if got := fmt.Sprint(ws[0].Reach); tc.reach != "" && got != tc.reach {
+				t.Errorf("reach %s, want %s", got, tc.reach)
 			}
 		})
 	}
