@@ -13,6 +13,8 @@
 //     keeps unknown fields (`x-kubernetes-preserve-unknown-fields`);
 //   - `x-kubernetes-validations` (CEL rules) pass through: JSON Schema validators such as Helm's
 //     ignore unknown keywords, so chart authors write them in values.schema.json;
+//   - `propertyNames` (the keys of a map) becomes a CEL rule on the map: structural schemas
+//     cannot constrain keys, and a key is a value a tenant chooses like any other;
 //   - `default` is dropped: the apiserver would store it in every MyProxy at creation, and a
 //     later change of the chart's default would never reach existing releases. values.yaml
 //     supplies defaults at render time instead. The one exception is the field the scale
@@ -23,6 +25,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -79,6 +82,15 @@ func convert(node map[string]any, path string, keepDefault map[string]bool) (map
 		}
 		delete(out, "additionalProperties")
 	}
+	if names, ok := out["propertyNames"]; ok {
+		rule, err := propertyNamesRule(names, path)
+		if err != nil {
+			return nil, err
+		}
+		rules, _ := out["x-kubernetes-validations"].([]any)
+		out["x-kubernetes-validations"] = append(append([]any{}, rules...), rule)
+		delete(out, "propertyNames")
+	}
 	if types, ok := out["type"].([]any); ok {
 		if !isIntOrString(types) {
 			return nil, fmt.Errorf("%s: type %v: a CRD schema allows one type, or [string, integer]", path, types)
@@ -114,6 +126,49 @@ func convert(node map[string]any, path string, keepDefault map[string]bool) (map
 		out["x-kubernetes-preserve-unknown-fields"] = true
 	}
 	return out, nil
+}
+
+// propertyNamesRule turns a map's propertyNames schema (pattern, minLength, maxLength) into a
+// CEL rule over the map's keys. The length checks come first, so a long key is refused before
+// the pattern runs over it.
+func propertyNamesRule(node any, path string) (map[string]any, error) {
+	names, ok := node.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: propertyNames must be a schema object", path)
+	}
+	var checks, says []string
+	for _, k := range sortedKeys(names) {
+		switch v := names[k].(type) {
+		case float64:
+			switch k {
+			case "maxLength":
+				checks = append(checks, fmt.Sprintf("size(k) <= %d", int64(v)))
+				says = append(says, fmt.Sprintf("at most %d characters", int64(v)))
+			case "minLength":
+				checks = append([]string{fmt.Sprintf("size(k) >= %d", int64(v))}, checks...)
+				says = append(says, fmt.Sprintf("at least %d characters", int64(v)))
+			default:
+				return nil, fmt.Errorf("%s: propertyNames.%s: only pattern, minLength and maxLength can be checked in a CRD", path, k)
+			}
+		case string:
+			if k != "pattern" {
+				return nil, fmt.Errorf("%s: propertyNames.%s: only pattern, minLength and maxLength can be checked in a CRD", path, k)
+			}
+		default:
+			return nil, fmt.Errorf("%s: propertyNames.%s: only pattern, minLength and maxLength can be checked in a CRD", path, k)
+		}
+	}
+	if pattern, ok := names["pattern"].(string); ok {
+		checks = append(checks, "k.matches("+strconv.Quote(pattern)+")")
+		says = append(says, "matching "+pattern)
+	}
+	if len(checks) == 0 {
+		return nil, fmt.Errorf("%s: propertyNames has nothing a CRD can check (pattern, minLength, maxLength)", path)
+	}
+	return map[string]any{
+		"rule":    "self.all(k, " + strings.Join(checks, " && ") + ")",
+		"message": fmt.Sprintf("%s: every key must be %s", strings.TrimPrefix(path, "spec."), strings.Join(says, ", ")),
+	}, nil
 }
 
 // hasDefault reports whether the property at the path (below the root) declares a default.

@@ -65,6 +65,12 @@ func TestConversion(t *testing.T) {
 		{name: "drops JSON Schema bookkeeping and additionalProperties false",
 			schema: `{"$schema":"x","title":"T","type":"object","additionalProperties":false,"properties":{"a":{"type":"string"}}}`, keep: nil,
 			want: `{"type":"object","properties":{"a":{"type":"string"}}}`, errHas: ""},
+		{name: "propertyNames becomes a CEL rule over the keys, after the rules already there",
+			schema: `{"type":"object","properties":{"h":{"type":"object","x-kubernetes-validations":[{"rule":"size(self) < 3"}],"propertyNames":{"pattern":"^[a-z\"]+$","maxLength":8},"additionalProperties":{"type":"string"}}}}`,
+			want: `{"type":"object","properties":{"h":{"type":"object","additionalProperties":{"type":"string"},"x-kubernetes-validations":[{"rule":"size(self) < 3"},` +
+				`{"rule":"self.all(k, size(k) <= 8 \u0026\u0026 k.matches(\"^[a-z\\\"]+$\"))","message":"h: every key must be at most 8 characters, matching ^[a-z\"]+$"}]}}}`},
+		{name: "propertyNames beyond pattern and lengths is refused",
+			schema: `{"type":"object","properties":{"h":{"type":"object","propertyNames":{"enum":["a"]}}}}`, errHas: "spec.h: propertyNames.enum: only pattern"},
 		{name: "string or integer becomes int-or-string",
 			schema: `{"type":"object","properties":{"q":{"type":["string","integer"]}}}`, keep: nil,
 			want: `{"type":"object","properties":{"q":{"x-kubernetes-int-or-string":true}}}`, errHas: ""},

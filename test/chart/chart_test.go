@@ -134,6 +134,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{set: []string{"unknownField=true"}, field: "unknownField"},
 		{set: []string{"routes[0].path=api/", "routes[0].upstream=http://a"}, field: "/routes/0/path"},
 		{set: []string{"routes[0].path=/a", "routes[0].upstream=ftp://a"}, field: "/routes/0/upstream"},
+		{set: []string{"routes[0].path=/a;", "routes[0].upstream=http://a"}, field: "/routes/0/path"},
+		{set: []string{"routes[0].path=/a", "routes[0].upstream=http://a/$host"}, field: "/routes/0/upstream"},
 	}
 	for _, c := range cases {
 		args := []string{"template", "x", chartDir}
@@ -147,6 +149,46 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		}
 		if !strings.Contains(out, c.field) {
 			t.Errorf("--set %v: error does not name %s:\n%s", c.set, c.field, out)
+		}
+	}
+}
+
+// Header names and values that nginx or YAML would misread are refused by the schema, and by
+// the template when the schema is skipped (a second line of defence): the name that ends the
+// directive to add a location serving the TLS key, and names and values carrying a YAML line
+// break (CR, NEL, LS, PS) followed by a document.
+func TestHeadersThatNginxOrYAMLWouldMisreadAreRefused(t *testing.T) {
+	helmBin := harness.Tool(t, "HELM", "helm")
+	hostile := []map[string]any{
+		{`X-A "1"; } location /leak/ { alias /etc/nginx/tls/; autoindex on; } location /z { proxy_set_header X-B`: "v"},
+		{"X-A\rapiVersion: apps/v1\rkind: Deployment": "v"},
+		{"X-A\u0085kind: Deployment": "v"},
+		{"X-A": "v\u2028kind: Deployment"},
+		{"X-A": "v\u2029kind: Deployment"},
+		{"X-A": "v\"; return 200 \"x"},
+		{"$host": "v"},
+		{strings.Repeat("X", 129): "v"},
+	}
+	for i, headers := range hostile {
+		values := map[string]any{"routes": []any{map[string]any{"path": "/a/", "upstream": "http://a", "setHeaders": headers}}}
+		raw, err := json.Marshal(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// helm reads a values file as YAML, where a raw NEL is a line break: escaped, it reaches
+		// the chart as the operator hands it a spec, a string holding the character.
+		raw = []byte(strings.ReplaceAll(string(raw), "\u0085", `\u0085`))
+		file := filepath.Join(t.TempDir(), "values.json")
+		if err := os.WriteFile(file, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, extra := range [][]string{nil, {"--skip-schema-validation"}} {
+			out, err := harness.RunErr(nil, helmBin, append([]string{"template", "x", chartDir, "-f", file}, extra...)...)
+			if err == nil {
+				t.Errorf("case %d %v: rendered; want an error:\n%s", i, extra, out)
+			} else if !strings.Contains(out, "setHeaders") && !strings.Contains(out, "does not match pattern") && !strings.Contains(out, "propertyName") {
+				t.Errorf("case %d %v: the error does not name the field:\n%s", i, extra, out)
+			}
 		}
 	}
 }

@@ -57,6 +57,19 @@ func TestRouting(t *testing.T) {
 			},
 		},
 		{
+			name: "a $ in a header value or a body is sent as written, never read as an nginx variable",
+			spec: map[string]any{
+				"routes": []any{
+					map[string]any{"path": "/api/", "upstream": api, "setHeaders": map[string]any{"X-Team": "$remote_addr ${host} $"}},
+				},
+				"defaultResponse": map[string]any{"body": "costs $5 at $host\n"},
+			},
+			requests: []request{
+				{"/api/x", 200, []string{"team=$remote_addr ${host} $"}},
+				{"/other", 404, []string{"costs $5 at $host"}},
+			},
+		},
+		{
 			name: "the default response is configurable",
 			spec: map[string]any{"defaultResponse": map[string]any{"status": 418, "body": "teapot here\n"}},
 			requests: []request{

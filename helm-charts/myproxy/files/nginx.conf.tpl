@@ -18,6 +18,12 @@ http {
   uwsgi_temp_path /tmp/uwsgi_temp;
   scgi_temp_path /tmp/scgi_temp;
 
+  # nginx reads "$name" in a header value or a response body as a variable; the chart writes
+  # a "$" of the values as ${myproxy_dollar}, so that what a MyProxy says is what is sent.
+  geo $myproxy_dollar {
+    default "$";
+  }
+
   server {
     listen {{ include "myproxy.httpPort" . }};
     {{- if .Values.tls.secretName }}
@@ -36,6 +42,8 @@ http {
     {{- $hasRoot := false }}
     {{- range .Values.routes }}
     {{- if eq .path "/" }}{{ $hasRoot = true }}{{ end }}
+    {{- include "myproxy.refuseUnless" (list "routes[].path" .path "^/[A-Za-z0-9._~!&()*+,=:@%/-]*$") }}
+    {{- include "myproxy.refuseUnless" (list "routes[].upstream" .upstream "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~!&()*+,=:@%/-]*)?$") }}
 
     location {{ .path }} {
       proxy_pass {{ .upstream }};
@@ -51,7 +59,9 @@ http {
       proxy_read_timeout {{ . }}s;
       {{- end }}
       {{- range $name, $value := .setHeaders }}
-      proxy_set_header {{ $name }} {{ $value | quote }};
+      {{- include "myproxy.refuseUnless" (list "routes[].setHeaders name" $name "^[A-Za-z0-9][A-Za-z0-9!#%&*+.^_`|~-]{0,127}$") }}
+      {{- include "myproxy.refuseUnless" (list "routes[].setHeaders value" $value "^[ !#-\\[\\]-~]*$") }}
+      proxy_set_header {{ $name }} {{ include "myproxy.nginxString" $value }};
       {{- end }}
     }
     {{- end }}
@@ -60,7 +70,7 @@ http {
     # No route matched.
     location / {
       default_type text/plain;
-      return {{ .Values.defaultResponse.status }} {{ .Values.defaultResponse.body | quote }};
+      return {{ .Values.defaultResponse.status | int }} {{ include "myproxy.nginxString" .Values.defaultResponse.body }};
     }
     {{- end }}
   }

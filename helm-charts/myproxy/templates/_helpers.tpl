@@ -37,3 +37,22 @@ the Secret's content changes. Without a cluster (helm template) the Secret reads
 {{- define "myproxy.secretChecksum" -}}
 {{- (lookup "v1" "Secret" .namespace .name).data | default dict | toJson | sha256sum -}}
 {{- end -}}
+
+{{/*
+A second line of defence behind values.schema.json, for values that become nginx syntax: the
+rendering fails unless the value matches the pattern. Called with (list field value pattern).
+*/}}
+{{- define "myproxy.refuseUnless" -}}
+{{- $field := index . 0 }}{{ $value := index . 1 | toString }}{{ $pattern := index . 2 -}}
+{{- if not (regexMatch $pattern $value) -}}
+{{- fail (printf "%s: %q is refused: it must match %s" $field $value $pattern) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A value as an nginx quoted string that says exactly the value: quoted and escaped, and every
+"$" written as ${myproxy_dollar} (nginx.conf.tpl defines it as "$"), so that no variable is read.
+*/}}
+{{- define "myproxy.nginxString" -}}
+{{- . | toString | quote | replace "$" "${myproxy_dollar}" -}}
+{{- end -}}
