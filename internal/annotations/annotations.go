@@ -50,8 +50,10 @@ var booleans = []string{UpgradeForce, RollbackForce, UninstallWait, InstallDisab
 
 // Validate returns an error naming the first annotation whose value cannot be used. The stock
 // operators read such a value as false (or ignore the period) with at most a log line; here the
-// custom resource says why it is not reconciled until the value is fixed.
-func Validate(obj client.Object) error {
+// custom resource says why it is not reconciled until the value is fixed. A reconcile period
+// is a tenant's request for the operator's time: one shorter than minPeriod (but for 0, which
+// asks for none) is refused, so that no resource keeps a worker busy for everyone else.
+func Validate(obj client.Object, minPeriod time.Duration) error {
 	a := obj.GetAnnotations()
 	for _, name := range booleans {
 		if v, ok := a[name]; ok {
@@ -63,6 +65,9 @@ func Validate(obj client.Object) error {
 	if v, ok := a[ReconcilePeriod]; ok {
 		if d, err := time.ParseDuration(v); err != nil || d < 0 {
 			return fmt.Errorf("metadata.annotations[%s]: %q is not a duration of zero or more (such as 30s or 5m)", ReconcilePeriod, v)
+		} else if d > 0 && d < minPeriod {
+			return fmt.Errorf("metadata.annotations[%s]: %q is shorter than the operator's --min-reconcile-period %s (0 turns periodic reconciles off)",
+				ReconcilePeriod, v, minPeriod)
 		}
 	}
 	return nil
@@ -76,9 +81,10 @@ func Bool(obj client.Object, name string, fallback bool) bool {
 	return fallback
 }
 
-// Period returns the reconcile period of obj: its annotation, else fallback.
-func Period(obj client.Object, fallback time.Duration) time.Duration {
-	if d, err := time.ParseDuration(obj.GetAnnotations()[ReconcilePeriod]); err == nil && d >= 0 {
+// Period returns the reconcile period of obj: its annotation, else fallback. An annotation
+// that Validate refuses (shorter than minPeriod included) counts as absent.
+func Period(obj client.Object, fallback, minPeriod time.Duration) time.Duration {
+	if d, err := time.ParseDuration(obj.GetAnnotations()[ReconcilePeriod]); err == nil && (d == 0 || d >= minPeriod) {
 		return d
 	}
 	return fallback

@@ -30,9 +30,12 @@ func TestValidateNamesTheAnnotation(t *testing.T) {
 		{name: "not a duration", a: map[string]string{ReconcilePeriod: "5 minutes"}, wantErr: "metadata.annotations[" + ReconcilePeriod + "]"},
 		{name: "negative duration", a: map[string]string{ReconcilePeriod: "-1s"}, wantErr: ReconcilePeriod},
 		{name: "pause not a boolean", a: map[string]string{PauseReconcile: "please"}, wantErr: PauseReconcile},
+		{name: "period below the floor", a: map[string]string{ReconcilePeriod: "1ns"}, wantErr: "shorter than the operator's --min-reconcile-period 10s"},
+		{name: "period at the floor", a: map[string]string{ReconcilePeriod: "10s"}},
+		{name: "period off", a: map[string]string{ReconcilePeriod: "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Validate(withAnnotations(tc.a))
+			err := Validate(withAnnotations(tc.a), 10*time.Second)
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Errorf("unexpected error: %v", err)
@@ -44,14 +47,17 @@ func TestValidateNamesTheAnnotation(t *testing.T) {
 }
 
 func TestPeriodAndBoolFallBackWhenAbsent(t *testing.T) {
-	if got := Period(withAnnotations(nil), time.Minute); got != time.Minute {
+	if got := Period(withAnnotations(nil), time.Minute, time.Second); got != time.Minute {
 		t.Errorf("no annotation: period %s, want the watch's", got)
 	}
-	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "2s"}), time.Minute); got != 2*time.Second {
+	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "2s"}), time.Minute, time.Second); got != 2*time.Second {
 		t.Errorf("annotation 2s: period %s", got)
 	}
-	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "0s"}), time.Minute); got != 0 {
+	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "0s"}), time.Minute, time.Second); got != 0 {
 		t.Errorf("annotation 0s turns the watch's period off, got %s", got)
+	}
+	if got := Period(withAnnotations(map[string]string{ReconcilePeriod: "1ns"}), time.Minute, time.Second); got != time.Minute {
+		t.Errorf("annotation below the floor: period %s, want the watch's", got)
 	}
 	if !Bool(withAnnotations(nil), RollbackForce, true) || Bool(withAnnotations(map[string]string{RollbackForce: "false"}), RollbackForce, true) {
 		t.Error("rollback-force: want true by default and false when set so")

@@ -50,9 +50,9 @@ func pausedCondition(obj *unstructured.Unstructured) bool {
 // CheckedTranslator validates the annotations before next translates the values: a value that
 // cannot be used stops the reconcile with an error naming the annotation (the plugins put it
 // in the Irreconcilable condition), before any action runs.
-func CheckedTranslator(next values.Translator, recorder record.EventRecorder) values.Translator {
+func CheckedTranslator(next values.Translator, recorder record.EventRecorder, minPeriod time.Duration) values.Translator {
 	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
-		if err := Validate(obj); err != nil {
+		if err := Validate(obj, minPeriod); err != nil {
 			recorder.Event(obj, corev1.EventTypeWarning, names.ReasonInvalidAnnotation, err.Error())
 			return nil, err
 		}
@@ -68,9 +68,9 @@ type Requeuer interface {
 // PeriodHook schedules the next reconcile of a custom resource after its reconcile-period
 // annotation, or after fallback (the watch's reconcilePeriod) without one; zero schedules none.
 // It runs after every successful reconcile, as the stock operator's requeue does.
-func PeriodHook(requeue Requeuer, fallback time.Duration) hook.PostHook {
+func PeriodHook(requeue Requeuer, fallback, minPeriod time.Duration) hook.PostHook {
 	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
-		if d := Period(obj, fallback); d > 0 {
+		if d := Period(obj, fallback, minPeriod); d > 0 {
 			requeue.AddAfter(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, d)
 		}
 		return nil

@@ -213,9 +213,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithUninstallAnnotations(annotations.Uninstall...),
 		reconciler.WithPauseReconcileHandler(annotations.PauseHandler(recorder)),
 		reconciler.WithPostHook(applied.PostHook()),
-		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod)),
+		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
-			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder)),
+			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),

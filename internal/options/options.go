@@ -44,8 +44,10 @@ type Options struct {
 	// their own maxConcurrentReconciles or reconcilePeriod.
 	MaxConcurrentReconciles int
 	ReconcilePeriod         time.Duration
-	MaxReleaseHistory       int
-	UnlockPendingAfter      time.Duration
+	// MinReconcilePeriod is the shortest reconcile-period annotation a custom resource may ask for.
+	MinReconcilePeriod time.Duration
+	MaxReleaseHistory  int
+	UnlockPendingAfter time.Duration
 	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
 	ChartRolloutRate        float64
 	GracefulShutdownTimeout time.Duration
@@ -85,6 +87,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ReconcilePeriod, "reconcile-period", 0,
 		"Default period of full reconciles of unchanged resources; 0 reconciles only on change "+
 			"(drift of release objects is still corrected: their changes are watched).")
+	fs.DurationVar(&o.MinReconcilePeriod, "min-reconcile-period", time.Minute,
+		"Shortest reconcile-period annotation a custom resource may ask for (0 is always allowed: no periodic "+
+			"reconciles); a shorter one makes the resource Irreconcilable, naming the annotation.")
 	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
 		"Maximum number of revisions kept per Helm release; 0 keeps all.")
 	fs.DurationVar(&o.UnlockPendingAfter, "unlock-pending-after", 10*time.Minute,
@@ -122,6 +127,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-concurrent-reconciles must be at least 1, got %d", o.MaxConcurrentReconciles)
 	case o.ReconcilePeriod < 0:
 		return fmt.Errorf("--reconcile-period must not be negative, got %s", o.ReconcilePeriod)
+	case o.MinReconcilePeriod < 0:
+		return fmt.Errorf("--min-reconcile-period must not be negative, got %s", o.MinReconcilePeriod)
 	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d",
 			o.KubeAPIQPS, o.KubeAPIBurst)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -163,6 +164,9 @@ func (s subject) exists(ctx context.Context, name string) bool {
 // The annotations the stock helm-operator honours, run against it and this operator side by
 // side on the same operator-sdk helm project (testdata/sdkproject): each scenario states what
 // each does, and the outcomes are read from the cluster and the release history.
+// minPeriod is this operator's --min-reconcile-period here: below the annotations' 2s.
+const minPeriod = time.Second
+
 func TestStockAnnotationsSideBySide(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches := sdkProject(t, c)
@@ -175,7 +179,8 @@ func TestStockAnnotationsSideBySide(t *testing.T) {
 			harness.StartProcess(t, stockBin, []string{"run", "--watches-file=" + watches, "--metrics-bind-address=0",
 				"--health-probe-bind-address=0", "--leader-elect=false"}, "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+s.ns)
 		} else {
-			harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + watches}, "WATCH_NAMESPACE="+s.ns)
+			harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + watches,
+				"--min-reconcile-period=" + minPeriod.String()}, "WATCH_NAMESPACE="+s.ns)
 		}
 	}
 	for _, s := range subjects {
@@ -343,6 +348,12 @@ func paritySubject(t *testing.T, s subject) {
 		harness.Eventually(t, timeout, "Irreconcilable names the annotation", func(ctx context.Context) (bool, string) {
 			st, msg := s.condition(ctx, "invalid", "Irreconcilable")
 			return st == "True" && strings.Contains(msg, "metadata.annotations["+annotations.ReconcilePeriod+"]"), st + " " + msg
+		})
+		// A period below the operator's floor would keep a worker busy for everyone else.
+		s.create("greedy", map[string]string{annotations.ReconcilePeriod: "1ns"})
+		harness.Eventually(t, timeout, "Irreconcilable names the floor", func(ctx context.Context) (bool, string) {
+			st, msg := s.condition(ctx, "greedy", "Irreconcilable")
+			return st == "True" && strings.Contains(msg, "shorter than the operator's --min-reconcile-period "+minPeriod.String()), st + " " + msg
 		})
 	})
 }
