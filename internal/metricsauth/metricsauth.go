@@ -3,15 +3,17 @@
 // metrics-reader ClusterRole's nonResourceURLs /metrics) are served.
 //
 // It behaves as controller-runtime's filters.WithAuthenticationAndAuthorization (the same
-// status codes, cache lifetimes and review requests), with client-go alone. That filter builds
-// on k8s.io/apiserver's authentication and authorization stacks, which link CEL, gRPC and
-// OpenTelemetry into the binary, and into the process's resident memory, since most of a Go
-// binary's code and read-only data end up mapped in.
+// status codes, cache lifetimes and review requests, decisions cached under the whole review),
+// with client-go alone. That filter builds on k8s.io/apiserver's authentication and
+// authorization stacks, which link CEL, gRPC and OpenTelemetry into the binary, and into the
+// process's resident memory, since most of a Go binary's code and read-only data end up mapped
+// in; docs/performance.md gives the measured difference.
 package metricsauth
 
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -117,20 +119,27 @@ func (g *Guard) authenticate(req *http.Request) (authenticationv1.UserInfo, bool
 
 func (g *Guard) authorize(req *http.Request, user authenticationv1.UserInfo) (bool, error) {
 	verb, path := strings.ToLower(req.Method), req.URL.Path
-	key := strings.Join([]string{user.UID, user.Username, strings.Join(user.Groups, ","), verb, path}, "\x00")
-	if allowed, ok := g.decisions.get(key); ok {
-		return allowed, nil
-	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), reviewTimeout)
-	defer cancel()
-	review, err := g.AccessReview(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+	spec := authorizationv1.SubjectAccessReviewSpec{
 		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-	}})
+	}
+	// The decision is cached under the whole review it answers, as controller-runtime's filter
+	// keys on the whole request: an identity that differs in anything the authorizer may read
+	// (its extra fields, such as scopes, included) is asked about on its own.
+	key, err := reviewKey(spec)
+	if err != nil {
+		return false, err
+	}
+	if allowed, ok := g.decisions.get(key); ok {
+		return allowed, nil
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), reviewTimeout)
+	defer cancel()
+	review, err := g.AccessReview(ctx, &authorizationv1.SubjectAccessReview{Spec: spec})
 	if err != nil {
 		return false, err
 	}
@@ -141,6 +150,16 @@ func (g *Guard) authorize(req *http.Request, user authenticationv1.UserInfo) (bo
 	}
 	g.decisions.put(key, allowed, ttl)
 	return allowed, nil
+}
+
+// reviewKey is a digest of the whole review spec (JSON encodes map keys sorted, so equal specs
+// have equal keys).
+func reviewKey(spec authorizationv1.SubjectAccessReviewSpec) (string, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(raw)), nil
 }
 
 // answers is a map of review answers that expire.

@@ -131,3 +131,29 @@ func TestTheCacheIsBounded(t *testing.T) {
 		t.Errorf("%d answers kept, max %d", n, maxAnswers)
 	}
 }
+
+// A decision is reused only for the very identity it was made for: two tokens of one user
+// whose extra fields differ (scopes that an authorizer may read) are each reviewed, and the
+// review carries the extra fields.
+func TestADecisionCoversTheWholeIdentity(t *testing.T) {
+	base := authenticationv1.UserInfo{Username: "scraper", UID: "1", Groups: []string{"g"}}
+	scoped := base
+	scoped.Extra = map[string]authenticationv1.ExtraValue{"scopes.authorization.openshift.io": {"user:info"}}
+	api := &apiserver{
+		tokens:  map[string]authenticationv1.UserInfo{"full": base, "scoped": scoped},
+		allowed: map[string]bool{"scraper": true},
+	}
+	c := &clock{t: time.Unix(0, 0)}
+	g := api.guard(c.now)
+	for _, token := range []string{"full", "scoped", "full", "scoped"} {
+		if code, _ := serve(t, g, "Bearer "+token); code != http.StatusOK {
+			t.Fatalf("%s: status %d", token, code)
+		}
+	}
+	if len(api.accessReviews) != 2 {
+		t.Fatalf("%d access reviews, want 2: one per distinct identity, then cached", len(api.accessReviews))
+	}
+	if got := api.accessReviews[1].Extra["scopes.authorization.openshift.io"]; len(got) != 1 || got[0] != "user:info" {
+		t.Errorf("the scoped identity's review carries extra %v", api.accessReviews[1].Extra)
+	}
+}
