@@ -80,6 +80,7 @@ func TestDeployAsServiceAccount(t *testing.T) {
 	harness.WaitForEvent(t, c, ns, name, "Installed", 30*time.Second)                         // events: create
 	kubectl(t, "get", "lease", "-n", systemNamespace, "myproxy-operator.gateway.example.com") // leases
 	kubectl(t, "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")                         // uninstall, finalizer removal
+	tenantStaysInTheNamespace(t, ns)
 	refusedNothingSince(t, from)
 
 	// Undeploy while the operator runs: MyProxies first (uninstalled), then the rest.
@@ -145,4 +146,50 @@ func TestDeployShards(t *testing.T) {
 		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "namespace/"+systemNamespace, "--ignore-not-found", "-o", "name")
 		return strings.TrimSpace(out) == "", "left: " + out
 	})
+}
+
+// hostileProxies are MyProxies that would, if accepted, make the operator write outside their
+// namespace (a header name whose carriage returns end nginx.conf's YAML scalar and start a
+// Deployment in kube-system) or make nginx serve its TLS key (a header name that closes the
+// location and opens another).
+var hostileProxies = map[string]string{
+	"yaml-injection": `"X-A\rapiVersion: apps/v1\rkind: Deployment\rmetadata:\r  name: pwn\r  namespace: kube-system\r"`,
+	"nginx-injection": `"X-A \"1\"; } location /leak/ { alias /etc/nginx/tls/; autoindex on; } location /z { proxy_set_header X-B"`,
+}
+
+// tenantStaysInTheNamespace acts as a user who holds the built-in edit role in ns alone: the
+// hostile MyProxies are refused by the apiserver at apply, naming the field; a MyProxy whose
+// header value holds what nginx would read as a variable is accepted and deployed; nothing
+// appears in kube-system.
+func tenantStaysInTheNamespace(t *testing.T, ns string) {
+	t.Helper()
+	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
+	harness.Eventually(t, 60*time.Second, "the tenant may create MyProxies", func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", "create",
+			"myproxies.gateway.example.com", "-n", ns, "--as", "tenant")
+		return strings.TrimSpace(out) == "yes", out
+	})
+	for name, header := range hostileProxies {
+		manifest := "apiVersion: gateway.example.com/v1alpha1\nkind: MyProxy\nmetadata:\n  name: " + name +
+			"\nspec:\n  routes:\n  - path: /a/\n    upstream: http://a\n    setHeaders:\n      " + header + ": v\n"
+		out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "--as", "tenant", "apply", "-n", ns,
+			"-f", harness.WriteTemp(t, name+"-*.yaml", []byte(manifest)))
+		if err == nil {
+			t.Errorf("%s: accepted by kubectl apply:\n%s", name, out)
+		} else if !strings.Contains(out, "setHeaders") {
+			t.Errorf("%s: the refusal does not name the field:\n%s", name, out)
+		}
+	}
+	literal := "apiVersion: gateway.example.com/v1alpha1\nkind: MyProxy\nmetadata:\n  name: dollar\nspec:\n" +
+		"  routes:\n  - path: /a/\n    upstream: http://a\n    setHeaders: {X-Price: \"$5 or $remote_addr\"}\n"
+	kubectl(t, "--as", "tenant", "apply", "-n", ns, "-f", harness.WriteTemp(t, "dollar-*.yaml", []byte(literal)))
+	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/dollar", "--timeout=120s")
+	conf := kubectl(t, "get", "-n", ns, "configmap/dollar", "-o", "jsonpath={.data.nginx\\.conf}")
+	if !strings.Contains(conf, `proxy_set_header X-Price "${myproxy_dollar}5 or ${myproxy_dollar}remote_addr";`) {
+		t.Errorf("the header value is not written literally:\n%s", conf)
+	}
+	if out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "deployments", "-n", "kube-system", "-o", "name"); strings.Contains(out, "pwn") {
+		t.Errorf("a Deployment appeared in kube-system: %s", out)
+	}
+	kubectl(t, "--as", "tenant", "delete", "-n", ns, "myproxy/dollar", "--timeout=120s")
 }
