@@ -68,6 +68,11 @@ help: ## Show this help.
 manifests: ## Generate from watches.yaml and the charts: each kind's CRD and user roles, the manager ClusterRole, PROJECT's resources.
 	go run ./hack/manifests
 
+.PHONY: fuzz-chart
+fuzz-chart: ## Render CHART (a chart directory) with every hostile value its schema admits, and report what broke.
+	@test -n "$(CHART)" || { echo "usage: make fuzz-chart CHART=helm-charts/<chart>" >&2; exit 2; }
+	go run ./hack/chartfuzz --chart $(CHART)
+
 .PHONY: fmt
 fmt: ## Run go fmt.
 	go fmt ./...

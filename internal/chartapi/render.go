@@ -78,6 +78,14 @@ func Render(chartDir string) ([]Rendering, error) {
 	return out, nil
 }
 
+// RenderValues renders the chart offline with vals, as Render does for each value set: the
+// values are checked against values.schema.json first, lookups find nothing, and every
+// object without a namespace is in SampleNamespace.
+func RenderValues(ch *chart.Chart, vals map[string]any) ([]map[string]any, error) {
+	objs, _, err := render(ch, vals)
+	return objs, err
+}
+
 func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, []schema.GroupVersionKind, error) {
 	values, err := chartutil.ToRenderValues(ch, vals, sampleRelease, chartutil.DefaultCapabilities)
 	if err != nil {

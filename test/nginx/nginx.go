@@ -4,10 +4,12 @@ package nginx
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,10 +25,8 @@ type Proxy struct {
 	log                 *bytes.Buffer
 }
 
-// Start checks the configuration with `nginx -t` and runs it. Only what ties the
-// configuration to the Pod is moved: the listen ports (to free loopback ports) and the
-// paths of the TLS files and temporary files (into a test folder).
-func Start(t testing.TB, conf string, pair *certs.Pair) *Proxy {
+// binary finds Debian's nginx.
+func binary(t testing.TB) string {
 	t.Helper()
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
@@ -35,6 +35,36 @@ func Start(t testing.TB, conf string, pair *certs.Pair) *Proxy {
 		}
 		nginx = "/usr/sbin/nginx"
 	}
+	return nginx
+}
+
+// Test runs `nginx -t` on the configuration in dir, moved as Start moves it, with the cluster
+// names of upstreams (which only the cluster's DNS resolves) pointed at loopback; the error
+// carries nginx's words.
+func Test(t testing.TB, dir, conf string, pair certs.Pair) error {
+	t.Helper()
+	local := strings.NewReplacer("/etc/nginx/tls/", dir+"/", "/tmp/", dir+"/").Replace(conf)
+	local = clusterHost.ReplaceAllString(local, "${1}127.0.0.1")
+	writePair(t, dir, pair)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(local), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(binary(t), "-t", "-q", "-e", "stderr", "-p", dir, "-c", path).CombinedOutput(); err != nil {
+		return fmt.Errorf("nginx -t: %v: %s", err, out)
+	}
+	return nil
+}
+
+// clusterHost is the host of an upstream URL in proxy_pass.
+var clusterHost = regexp.MustCompile(`(proxy_pass https?://)[A-Za-z0-9.-]+`)
+
+// Start checks the configuration with `nginx -t` and runs it. Only what ties the
+// configuration to the Pod is moved: the listen ports (to free loopback ports) and the
+// paths of the TLS files and temporary files (into a test folder).
+func Start(t testing.TB, conf string, pair *certs.Pair) *Proxy {
+	t.Helper()
+	nginx := binary(t)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil { // nginx workers may run as another user
 		t.Fatal(err)
