@@ -153,7 +153,7 @@ func TestDeployShards(t *testing.T) {
 // Deployment in kube-system) or make nginx serve its TLS key (a header name that closes the
 // location and opens another).
 var hostileProxies = map[string]string{
-	"yaml-injection": `"X-A\rapiVersion: apps/v1\rkind: Deployment\rmetadata:\r  name: pwn\r  namespace: kube-system\r"`,
+	"yaml-injection":  `"X-A\rapiVersion: apps/v1\rkind: Deployment\rmetadata:\r  name: pwn\r  namespace: kube-system\r"`,
 	"nginx-injection": `"X-A \"1\"; } location /leak/ { alias /etc/nginx/tls/; autoindex on; } location /z { proxy_set_header X-B"`,
 }
 
