@@ -14,6 +14,7 @@ package chartfuzz
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -222,7 +223,7 @@ func sites(root map[string]any, schema map[string]any, path string) []site {
 		case map[string]any:
 			props, _ := s["properties"].(map[string]any)
 			free, _ := s["additionalProperties"].(map[string]any)
-			for _, k := range sortedKeys(x) {
+			for _, k := range slices.Sorted(maps.Keys(x)) {
 				childSchema, named := props[k].(map[string]any)
 				if !named {
 					childSchema = free
@@ -322,13 +323,4 @@ func deepCopy(v any) any {
 	default:
 		return x
 	}
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -73,13 +73,16 @@ func TestGeneratedCRDsAreValid(t *testing.T) {
 }
 
 // A watches file naming a chart whose kind.yaml does not compile fails with the file and line.
-func TestABadDeclarationStopsTheGeneration(t *testing.T) {
-	dir := t.TempDir()
-	chart := filepath.Join(dir, "chart")
+// testChart makes a directory with a chart (Chart.yaml, an open values.schema.json and the
+// given templates) and returns the directory, the chart's path and a file writer.
+func testChart(t *testing.T, templates map[string]string) (dir, chart string, write func(path, content string)) {
+	t.Helper()
+	dir = t.TempDir()
+	chart = filepath.Join(dir, "chart")
 	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	write := func(path, content string) {
+	write = func(path, content string) {
 		t.Helper()
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -87,6 +90,14 @@ func TestABadDeclarationStopsTheGeneration(t *testing.T) {
 	}
 	write(filepath.Join(chart, "Chart.yaml"), "apiVersion: v2\nname: c\nversion: 0.1.0\n")
 	write(filepath.Join(chart, "values.schema.json"), `{"type":"object"}`)
+	for name, content := range templates {
+		write(filepath.Join(chart, "templates", name), content)
+	}
+	return dir, chart, write
+}
+
+func TestABadDeclarationStopsTheGeneration(t *testing.T) {
+	dir, chart, write := testChart(t, nil)
 	write(filepath.Join(chart, "templates", "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n")
 	write(filepath.Join(chart, "kind.yaml"), "status:\n  fields:\n    n:\n      type: string\n      expression: objects.size(\n")
 	watches := filepath.Join(dir, "watches.yaml")
@@ -234,22 +245,8 @@ func TestLookedUpKindsAreReadable(t *testing.T) {
 // A chart that renders outside its release's namespace stops the generation, naming the object
 // and the watches.yaml key, until the watch allows it; then the role grants it.
 func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
-	dir := t.TempDir()
-	chart := filepath.Join(dir, "chart")
-	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write := func(path, content string) {
-		t.Helper()
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(filepath.Join(chart, "Chart.yaml"), "apiVersion: v2\nname: c\nversion: 0.1.0\n")
-	write(filepath.Join(chart, "values.schema.json"), `{"type":"object"}`)
-	write(filepath.Join(chart, "templates", "role.yaml"),
-		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: reader\nrules: []\n---\n"+
-			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n")
+	dir, chart, write := testChart(t, map[string]string{"role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n" +
+		"metadata:\n  name: reader\nrules: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n"})
 	watches := filepath.Join(dir, "watches.yaml")
 	entry := "- group: example.com\n  version: v1\n  kind: Thing\n  chart: " + chart + "\n"
 	for _, tc := range []struct {
