@@ -7,6 +7,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"github.com/example/myproxy-operator/internal/requeue"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
+	"github.com/example/myproxy-operator/internal/tenant"
 	"github.com/example/myproxy-operator/internal/values"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
@@ -142,9 +144,22 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	t.track("own_writes", "", own.Len)
 	t.track("known_releases", "", sh.absences.Len)
 	t.track("shard_claims", "", sh.claims.Len)
+	accounts := map[string]*tenant.Accounts{}
+	for _, w := range ws {
+		name := serviceAccountFor(w, o)
+		if name == "" || accounts[name] != nil {
+			continue
+		}
+		if err := tenant.CheckRights(context.Background(), mgr.GetClient(), name); err != nil {
+			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+		}
+		if accounts[name], err = tenant.NewAccounts(mgr, name, namespaces); err != nil {
+			return err
+		}
+	}
 	var kinds []capabilityReader
 	for _, w := range ws {
-		k, err := setupOne(mgr, w, o, sh)
+		k, err := setupOne(mgr, w, o, sh, accounts[serviceAccountFor(w, o)])
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -153,11 +168,26 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	return mgr.Add(&apiWatch{cache: sh.lookups.Cache(), reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
 }
 
-func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared) (capabilityReader, error) {
+// serviceAccountFor is the ServiceAccount the releases of w run as: its own, else the
+// operator's default; "" is the operator's identity.
+func serviceAccountFor(w watchesfile.Watch, o options.Options) string {
+	if w.ServiceAccountName != "" {
+		return w.ServiceAccountName
+	}
+	return o.DefaultServiceAccount
+}
+
+// setupOne sets up the reconcilers of one watch; accounts, when not nil, are the
+// ServiceAccounts its Helm actions run as.
+func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenant.Accounts) (capabilityReader, error) {
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
-	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
-		helmclient.StorageDriverMapper(releasestore.Driver(sh.own, sh.absences)))
+	recorder := mgr.GetEventRecorderFor(name)
+	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(releasestore.Driver(sh.own, sh.absences))}
+	if accounts != nil {
+		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(accounts.Name)))
+	}
+	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(), getterOpts...)
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("creating Helm action config getter: %w", err)
 	}
@@ -166,6 +196,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		return capabilityReader{}, fmt.Errorf("creating discovery client: %w", err)
 	}
 	configs := helmconfig.New(actionConfigGetter, dc, sh.own, sh.shard.ManagedValue(), w.Reach)
+	if accounts != nil {
+		configs.RunAs(accounts, recorder)
+	}
 	actions, err := actionClients(configs)
 	if err != nil {
 		return capabilityReader{}, err
@@ -178,7 +211,6 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, err
 	}
-	recorder := mgr.GetEventRecorderFor(name)
 	applied := status.NewAppliedGenerations()
 	memo := &actionclient.Memo{}
 	var selector metav1.LabelSelector // empty: every resource of the kind
@@ -220,6 +252,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
 		reconciler.WithSelector(selector),
+	}
+	if accounts != nil {
+		opts = append(opts, reconciler.WithControllerSetupFunc(accounts.Watch(mgr.GetCache(), w.GroupVersionKind)))
 	}
 	if !s.SkipDependentWatches {
 		dependents := newDependentWatches(mgr.GetScheme(), mgr.GetRESTMapper(), mgr.GetCache())

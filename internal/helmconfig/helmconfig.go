@@ -20,6 +20,7 @@ package helmconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -32,18 +33,22 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // TTL is how long learnt Capabilities and a successful reachability check are reused. A new or
@@ -69,6 +74,19 @@ type Getter struct {
 	managed string
 	// reach is what a release may touch beyond its custom resource's namespace.
 	reach reach.Policy
+	// accounts, when set, are the ServiceAccounts the actions run as (package tenant); recorder
+	// reports a release let go because its ServiceAccount is gone.
+	accounts *tenant.Accounts
+	recorder record.EventRecorder
+}
+
+// RunAs makes every Configuration check that the custom resource's namespace holds the
+// ServiceAccount of accounts, whose identity the next getter's Helm client takes (package
+// tenant). A custom resource being deleted without it gets an empty release storage: the
+// uninstall finds no release, the reconciler lets the custom resource go, and the garbage
+// collector removes the release's objects and records through their owner references.
+func (g *Getter) RunAs(accounts *tenant.Accounts, recorder record.EventRecorder) {
+	g.accounts, g.recorder = accounts, recorder
 }
 
 // New wraps next; dc is asked for the server version and API groups when they are stale; own
@@ -80,9 +98,22 @@ func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, ow
 
 // ActionConfigFor implements helmclient.ActionConfigGetter.
 func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
+	var gone *tenant.MissingError
+	if g.accounts != nil {
+		if err := g.accounts.Check(ctx, obj.GetNamespace()); err != nil {
+			if !errors.As(err, &gone) || obj.GetDeletionTimestamp() == nil {
+				return nil, err
+			}
+		}
+	}
 	cfg, err := g.next.ActionConfigFor(ctx, obj)
 	if err != nil {
 		return nil, err
+	}
+	if gone != nil {
+		cfg.Releases = storage.Init(driver.NewMemory())
+		g.recorder.Eventf(obj, corev1.EventTypeWarning, tenant.ReasonUninstallSkipped,
+			"%v; the custom resource is deleted without an uninstall, and the garbage collector removes its release through owner references", gone)
 	}
 	caps, err := g.capabilities()
 	if err != nil {

@@ -38,6 +38,8 @@ type Kind struct {
 	Namespaced bool
 	Rendered   []schema.GroupVersionKind // what its chart renders
 	LookedUp   []schema.GroupVersionKind // what its templates read with lookup
+	// ServiceAccount is the one its releases run as (watches.yaml serviceAccountName), or "".
+	ServiceAccount string
 }
 
 // Generate returns the generated files by path below configDir (such as "crd/bases/x.yaml"),
@@ -91,7 +93,7 @@ func Generate(watchesPath string) (map[string][]byte, error) {
 		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
 			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings),
-			LookedUp: chartapi.LookedUp(renderings)})
+			LookedUp: chartapi.LookedUp(renderings), ServiceAccount: w.ServiceAccountName})
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")

@@ -272,3 +272,46 @@ func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 		}
 	}
 }
+
+// A kind whose releases run as a tenant's ServiceAccount leaves the writes of what its chart
+// renders to that ServiceAccount: the manager keeps only what it reads and follows, plus the
+// right to act as the ServiceAccounts of that name (and nothing else of ServiceAccounts). Its
+// deployer role, for the tenants to bind, holds the writes.
+func TestATenantKindLeavesTheWritesToItsServiceAccount(t *testing.T) {
+	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	deploy := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	tenantKind := Kind{GVK: schema.GroupVersionKind{Group: "web.example.com", Version: "v1", Kind: "Site"}, Plural: "sites",
+		Rendered: []schema.GroupVersionKind{cm, deploy}, ServiceAccount: "site-deployer"}
+	ownKind := Kind{GVK: schema.GroupVersionKind{Group: "web.example.com", Version: "v1", Kind: "Page"}, Plural: "pages",
+		Rendered: []schema.GroupVersionKind{cm}}
+	role := string(Role([]Kind{tenantKind, ownKind}))
+	for _, want := range []string{
+		"- apiGroups: [apps]\n  resources: [deployments]\n  verbs: [get, list, watch]\n",
+		// Another kind renders ConfigMaps with the operator's identity.
+		"- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [" + strings.Join(manage, ", ") + "]\n",
+		"- apiGroups: [\"\"]\n  resources: [serviceaccounts]\n  resourceNames: [site-deployer]\n  verbs: [impersonate, get, list, watch]\n",
+	} {
+		if !strings.Contains(role, want) {
+			t.Errorf("the role lacks\n%s\nin\n%s", want, role)
+		}
+	}
+	if n := strings.Count(role, "serviceaccounts"); n != 1 {
+		t.Errorf("serviceaccounts appear %d times:\n%s", n, role)
+	}
+	if own := string(Role([]Kind{ownKind})); strings.Contains(own, "serviceaccounts") {
+		t.Errorf("a role without tenant kinds grants ServiceAccount rights:\n%s", own)
+	}
+	deployer := string(DeployerRole(tenantKind))
+	for _, want := range []string{
+		"  name: site-deployer-role\n",
+		"- apiGroups: [apps]\n  resources: [deployments]\n  verbs: [" + strings.Join(manage, ", ") + "]\n",
+		"- apiGroups: [web.example.com]\n  resources: [sites/finalizers]\n  verbs: [update]\n",
+	} {
+		if !strings.Contains(deployer, want) {
+			t.Errorf("the deployer role lacks\n%s\nin\n%s", want, deployer)
+		}
+	}
+	if strings.Contains(deployer, "aggregate-to") || strings.Contains(deployer, "secrets") {
+		t.Errorf("the deployer role is aggregated or reaches the release records:\n%s", deployer)
+	}
+}

@@ -2,11 +2,14 @@ package manifestgen
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // Verbs, once each: what the operator's requests use (an e2e test compares them with the
@@ -17,8 +20,13 @@ var (
 	// upgrade replaces), delete, and the informers of drift correction and status.
 	manage = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	// What templates read with lookup: a get or a list, and the watch that follows what a
-	// rendering read (internal/renderinputs).
+	// rendering read (internal/renderinputs). Also what the operator keeps of the objects of a
+	// kind whose releases run as a tenant's ServiceAccount (package tenant), which writes them.
 	lookupVerbs = []string{"get", "list", "watch"}
+	// Helm sets blockOwnerDeletion on the owner references to the custom resource, which
+	// clusters with the OwnerReferencesPermissionEnforcement admission plugin allow only to
+	// whoever may update the custom resource's finalizers.
+	ownerVerbs = []string{"update"}
 	// Release records: Helm reads, creates, updates and deletes them (never patches), lookups
 	// and Secret checks get them, and two metadata caches watch them.
 	releaseRecords = []string{"get", "list", "watch", "create", "update", "delete"}
@@ -31,19 +39,40 @@ var (
 )
 
 type rule struct {
-	comment  string
-	group    string
-	resource string
-	verbs    []string
+	comment       string
+	group         string
+	resource      string
+	resourceNames []string
+	verbs         []string
+}
+
+// merge adds the verbs of o to rules[o.key()], in the order of manage.
+func merge(rules map[string]rule, o rule) {
+	r, ok := rules[o.key()]
+	if !ok {
+		rules[o.key()] = o
+		return
+	}
+	var verbs []string
+	for _, v := range manage {
+		if slices.Contains(r.verbs, v) || slices.Contains(o.verbs, v) {
+			verbs = append(verbs, v)
+		}
+	}
+	r.verbs = verbs
+	rules[o.key()] = r
 }
 
 // Role is the manager's ClusterRole: the custom resources with their status and finalizers, every
-// kind the charts render (to install, upgrade, correct drift and uninstall) or look up (to read
-// and follow), the Helm release records (Secrets, which also serve lookups and the Secret
-// checks), Events, and the APIService metadata watch. Nothing else and no wildcards.
+// kind the charts render (to install, upgrade, correct drift and uninstall; only to read and
+// follow for a kind whose releases run as a tenant's ServiceAccount) or look up (to read and
+// follow), the Helm release records (Secrets, which also serve lookups and the Secret checks),
+// the ServiceAccounts it acts as, Events, and the APIService metadata watch. Nothing else and
+// no wildcards.
 func Role(kinds []Kind) []byte {
 	rules := []rule{}
 	rendered := map[string]rule{}
+	var accounts []string
 	for _, k := range kinds {
 		rules = append(rules,
 			rule{comment: k.GVK.Kind + ": the reconciler reads them, adds its finalizer and writes status.",
@@ -51,35 +80,33 @@ func Role(kinds []Kind) []byte {
 			rule{group: k.GVK.Group, resource: k.Plural + "/status", verbs: statusVerbs},
 			rule{group: k.GVK.Group, resource: k.Plural + "/finalizers", verbs: finalizerVerbs},
 		)
+		verbs := manage
+		if k.ServiceAccount != "" {
+			verbs = lookupVerbs
+			if !slices.Contains(accounts, k.ServiceAccount) {
+				accounts = append(accounts, k.ServiceAccount)
+			}
+		}
 		for _, gvk := range k.Rendered {
-			r := resourceRule(gvk, manage)
-			rendered[r.key()] = r
+			merge(rendered, resourceRule(gvk, verbs))
+		}
+		for _, gvk := range k.LookedUp {
+			merge(rendered, resourceRule(gvk, lookupVerbs))
 		}
 	}
 	// Secrets: Helm's release storage, whatever the charts render (patched only when rendered).
-	if r := (rule{group: "", resource: "secrets", verbs: releaseRecords}); rendered[r.key()].verbs == nil {
-		rendered[r.key()] = r
-	}
-	// Kinds the templates only read: what a rendering looks up (a rendered kind or the release
-	// records already allow more).
-	for _, k := range kinds {
-		for _, gvk := range k.LookedUp {
-			if r := resourceRule(gvk, lookupVerbs); rendered[r.key()].verbs == nil {
-				rendered[r.key()] = r
-			}
-		}
-	}
-	keys := make([]string, 0, len(rendered))
-	for k := range rendered {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
+	merge(rendered, rule{group: "", resource: "secrets", verbs: releaseRecords})
+	for i, k := range slices.Sorted(maps.Keys(rendered)) {
 		r := rendered[k]
 		if i == 0 {
 			r.comment = "What the charts render or look up, and the Helm release records (Secrets labelled owner=helm)."
 		}
 		rules = append(rules, r)
+	}
+	if len(accounts) > 0 {
+		slices.Sort(accounts)
+		rules = append(rules, rule{comment: "The ServiceAccounts, by name, whose identity the releases of some kinds take (watches.yaml " + tenant.Key + ").",
+			group: "", resource: "serviceaccounts", resourceNames: accounts, verbs: tenant.Verbs})
 	}
 	rules = append(rules,
 		rule{comment: "Events on the custom resources.", group: "", resource: "events", verbs: eventVerbs},
@@ -118,7 +145,11 @@ func (r rule) write(b *strings.Builder) {
 	if group == "" {
 		group = `""`
 	}
-	fmt.Fprintf(b, "- apiGroups: [%s]\n  resources: [%s]\n  verbs: [%s]\n", group, r.resource, strings.Join(r.verbs, ", "))
+	fmt.Fprintf(b, "- apiGroups: [%s]\n  resources: [%s]\n", group, r.resource)
+	if len(r.resourceNames) > 0 {
+		fmt.Fprintf(b, "  resourceNames: [%s]\n", strings.Join(r.resourceNames, ", "))
+	}
+	fmt.Fprintf(b, "  verbs: [%s]\n", strings.Join(r.verbs, ", "))
 }
 
 // clusterRoleHeader starts a ClusterRole named name with the project's labels and extra label

@@ -2,7 +2,11 @@ package manifestgen
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+
+	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // RBACKustomization lists config/rbac: the manager's own rights, then the user roles of every
@@ -20,7 +24,8 @@ resources:
 - metrics_auth_role.yaml
 - metrics_auth_role_binding.yaml
 - metrics_reader_role.yaml
-# Roles for the users of each kind (not bound by default), aggregated into the built-in roles.
+# Roles for the users of each kind (not bound by default), aggregated into the built-in roles,
+# and the role of the ServiceAccounts its releases may run as (bound by each namespace).
 `
 
 var (
@@ -58,9 +63,39 @@ func UserRoles(kinds []Kind) map[string][]byte {
 			files["rbac/"+base] = r.render(k)
 			fmt.Fprintf(&listed, "- %s\n", base)
 		}
+		base := fmt.Sprintf("%s_%s_role.yaml", strings.ToLower(k.GVK.Kind), deployerSuffix)
+		files["rbac/"+base] = DeployerRole(k)
+		fmt.Fprintf(&listed, "- %s\n", base)
 	}
 	files[RBACKustomization] = []byte(listed.String())
 	return files
+}
+
+// deployerSuffix names the role of the ServiceAccounts a kind's releases run as.
+const deployerSuffix = "deployer"
+
+// DeployerRole is the ClusterRole that a namespace's ServiceAccount needs when a kind's Helm
+// actions run as it (package tenant): what the chart renders (to install, upgrade, correct
+// drift and uninstall) and looks up, and the custom resources' finalizers for the owner
+// references Helm sets. Bound in one namespace by a RoleBinding, it grants nothing elsewhere.
+func DeployerRole(k Kind) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# What the chart of %s renders and looks up, for the ServiceAccount their releases run as\n"+
+		"# (watches.yaml %s): bind it in a namespace with a RoleBinding. Not aggregated.\n", pluralTitle(k), tenant.Key)
+	b.WriteString(clusterRoleHeader(fmt.Sprintf("%s-%s-role", strings.ToLower(k.GVK.Kind), deployerSuffix)))
+	b.WriteString("rules:\n")
+	rules := map[string]rule{}
+	for _, gvk := range k.Rendered {
+		merge(rules, resourceRule(gvk, manage))
+	}
+	for _, gvk := range k.LookedUp {
+		merge(rules, resourceRule(gvk, lookupVerbs))
+	}
+	for _, key := range slices.Sorted(maps.Keys(rules)) {
+		rules[key].write(&b)
+	}
+	rule{group: k.GVK.Group, resource: k.Plural + "/finalizers", verbs: ownerVerbs}.write(&b)
+	return []byte(b.String())
 }
 
 func (r userRole) render(k Kind) []byte {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/example/myproxy-operator/internal/shard"
+	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // WatchNamespaceEnv names the environment variable that scopes the operator to namespaces:
@@ -53,6 +54,10 @@ type Options struct {
 	GracefulShutdownTimeout time.Duration
 	// Shard is the part of the fleet this process owns (--shard, --shards).
 	Shard shard.Shard
+	// DefaultServiceAccount is the ServiceAccount, of each custom resource's namespace, that the
+	// Helm actions of kinds whose watches.yaml entry names none run as; "" is the operator's own
+	// identity (package tenant).
+	DefaultServiceAccount string
 }
 
 // BindFlags registers every option on fs with its default.
@@ -90,6 +95,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.MinReconcilePeriod, "min-reconcile-period", time.Minute,
 		"Shortest reconcile-period annotation a custom resource may ask for (0 is always allowed: no periodic "+
 			"reconciles); a shorter one makes the resource Irreconcilable, naming the annotation.")
+	fs.StringVar(&o.DefaultServiceAccount, tenant.Flag, "",
+		"ServiceAccount, in each custom resource's namespace, that Helm actions and template lookups run as "+
+			"for kinds whose watches.yaml entry sets no "+tenant.Key+"; empty: the operator's own identity. "+
+			"The operator needs impersonate, get, list and watch on serviceaccounts of that name.")
 	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
 		"Maximum number of revisions kept per Helm release; 0 keeps all.")
 	fs.DurationVar(&o.UnlockPendingAfter, "unlock-pending-after", 10*time.Minute,
@@ -129,6 +138,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--reconcile-period must not be negative, got %s", o.ReconcilePeriod)
 	case o.MinReconcilePeriod < 0:
 		return fmt.Errorf("--min-reconcile-period must not be negative, got %s", o.MinReconcilePeriod)
+	case o.DefaultServiceAccount != "" && tenant.CheckName(o.DefaultServiceAccount) != nil:
+		return fmt.Errorf("--%s: %w", tenant.Flag, tenant.CheckName(o.DefaultServiceAccount))
 	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d",
 			o.KubeAPIQPS, o.KubeAPIBurst)

@@ -1,8 +1,9 @@
 // Package watchesfile loads watches.yaml: helm-operator-plugins' loader (charts, defaults,
 // overrideValues expansion) plus the keys it does not know and the stock operator-sdk
-// helm-operator does (dryRunOption), and this operator's own (reach, package reach). A key
-// that none knows is an error at start: the plugins' loader ignores it, and a misspelt key
-// (reconcilePeriod as reconcileperiod) would silently do nothing.
+// helm-operator does (dryRunOption), and this operator's own (reach, package reach;
+// serviceAccountName, package tenant). A key that none knows is an error at start: the plugins'
+// loader ignores it, and a misspelt key (reconcilePeriod as reconcileperiod) would silently do
+// nothing.
 package watchesfile
 
 import (
@@ -16,11 +17,13 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/reach"
+	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // Keys of a watches.yaml entry, as the plugins and the stock operator-sdk helm-operator define them.
 var Keys = []string{"group", "version", "kind", "chart", "watchDependentResources", "overrideValues",
-	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption", reach.Key}
+	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption", reach.Key,
+	tenant.Key}
 
 // Dry-run modes for the "is an upgrade needed?" check (Helm's --dry-run values). The check must
 // stay a dry run, so Helm's "none" and "false" (a real upgrade) are refused.
@@ -36,6 +39,9 @@ type Watch struct {
 	DryRunOption string
 	// Reach is what the kind's releases may touch beyond their custom resource's namespace.
 	Reach reach.Policy
+	// ServiceAccountName is the ServiceAccount, of each custom resource's namespace, that the
+	// kind's Helm actions run as; "" leaves it to the operator's default (package tenant).
+	ServiceAccountName string
 }
 
 // Load reads and checks the watches file at path.
@@ -86,6 +92,13 @@ func Load(path string) ([]Watch, error) {
 			if err := w.Reach.Check(); err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
+		}
+		if v, ok := e[tenant.Key]; ok {
+			s, _ := v.(string)
+			if err := tenant.CheckName(s); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", where, tenant.Key, err)
+			}
+			w.ServiceAccountName = s
 		}
 		out[i] = w
 	}

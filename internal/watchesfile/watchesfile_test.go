@@ -30,6 +30,7 @@ func TestLoad(t *testing.T) {
 		extra   string
 		dryRun  string
 		reach   string // the Reach it gets, printed with %v
+		account string // the ServiceAccountName it gets
 		wantErr string
 	}{
 		{name: "plain"},
@@ -44,6 +45,9 @@ func TestLoad(t *testing.T) {
 		{name: "reach, misspelt", extra: "  reach: {namespace: [monitoring]}\n", wantErr: `unknown field "namespace"`},
 		{name: "reach, wildcard namespace", extra: "  reach: {namespaces: ['*']}\n", wantErr: "wildcards are not allowed"},
 		{name: "reach, wildcard kind", extra: "  reach: {clusterScoped: ['*.rbac.authorization.k8s.io']}\n", wantErr: "wildcards are not allowed"},
+		{name: "service account", extra: "  serviceAccountName: myproxy-deployer\n", account: "myproxy-deployer"},
+		{name: "service account, not a name", extra: "  serviceAccountName: 'system:serviceaccount:team:x'\n", wantErr: "is not a ServiceAccount name"},
+		{name: "service account, not a string", extra: "  serviceAccountName: {name: x}\n", wantErr: "is not a ServiceAccount name"},
 		{name: "reach, resource not kind", extra: "  reach: {clusterScoped: [rbac.authorization.k8s.io/clusterroles]}\n", wantErr: "is not a Kind.group"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +63,9 @@ func TestLoad(t *testing.T) {
 			}
 			if len(ws) != 1 || ws[0].DryRunOption != tc.dryRun || ws[0].Chart == nil {
 				t.Errorf("got %+v, want one entry with its chart and dryRunOption %q", ws, tc.dryRun)
+			}
+			if ws[0].ServiceAccountName != tc.account {
+				t.Errorf("serviceAccountName %q, want %q", ws[0].ServiceAccountName, tc.account)
 			}
 			if got := fmt.Sprint(ws[0].Reach); tc.reach != "" && got != tc.reach {
 				t.Errorf("reach %s, want %s", got, tc.reach)

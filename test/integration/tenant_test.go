@@ -1,0 +1,164 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/test/certs"
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// deployerRules are the rules of the deployer role make manifests writes for MyProxy, for the
+// tenant ServiceAccounts to bind; keep drops rules by resource.
+func deployerRules(t *testing.T, keep func(rbacv1.PolicyRule) bool) []rbacv1.PolicyRule {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "config", "rbac", "myproxy_deployer_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(raw, &role); err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, r := range role.Rules {
+		if keep(r) {
+			rules = append(rules, r)
+		}
+	}
+	return rules
+}
+
+// grant creates the ServiceAccount name in ns with a Role of rules bound to it.
+func grant(t *testing.T, c client.Client, ns, name string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func without(resources ...string) func(rbacv1.PolicyRule) bool {
+	return func(r rbacv1.PolicyRule) bool {
+		for _, res := range r.Resources {
+			for _, drop := range resources {
+				if res == drop {
+					return false
+				}
+			}
+		}
+		return true
+	}
+}
+
+// With serviceAccountName in its watch, a kind's Helm actions and lookups run as that
+// ServiceAccount of the custom resource's namespace: what its RBAC refuses fails the release
+// with a condition naming the refused verb and user, and leaves nothing of the release behind;
+// a missing ServiceAccount is a condition naming it, and creating it (bound to the deployer
+// role make manifests writes) deploys the release at once; a custom resource deleted after its
+// ServiceAccount is let go with an Event instead of hanging on its finalizer.
+func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	const account = "deployer"
+	startOperator(t, harness.Watch{Extra: tenant.Key + ": " + account})
+
+	// A ServiceAccount that may read Deployments but not create them, and may not read Secrets
+	// (what the chart's lookup of the TLS Secret needs).
+	narrow := harness.Namespace(t, c, nil)
+	rules := append(deployerRules(t, without("deployments", "secrets")), rbacv1.PolicyRule{
+		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}})
+	grant(t, c, narrow, account, rules)
+	pair := certs.Valid(t, "edge")
+	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: narrow, Name: "tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: pair.Cert, corev1.TLSPrivateKeyKey: pair.Key}}
+	if err := c.Create(ctx, tls); err != nil {
+		t.Fatal(err)
+	}
+	user := tenant.Username(narrow, account)
+	refused := map[string]struct {
+		spec map[string]any
+		want []string
+	}{
+		"plain":   {spec: map[string]any{}, want: []string{user, `cannot create resource "deployments"`}},
+		"secured": {spec: map[string]any{"tls": map[string]any{"secretName": "tls"}}, want: []string{user, `cannot get resource "secrets"`}},
+	}
+	for name, tc := range refused {
+		if err := c.Create(ctx, harness.MyProxy(narrow, name, tc.spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, tc := range refused {
+		mp := harness.WaitForCondition(t, c, narrow, name, "ReleaseFailed", "True", timeout)
+		_, _, msg := harness.Condition(mp, "ReleaseFailed")
+		for _, want := range tc.want {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: ReleaseFailed says %q, want it to name %q", name, msg, want)
+			}
+		}
+		// The reconciler retries with a growing backoff, and each attempt creates what it may
+		// before the refused object; between attempts the failed install's uninstall has
+		// removed every object and record of it.
+		instance := client.MatchingLabels{"app.kubernetes.io/instance": name}
+		harness.Eventually(t, timeout, name+": nothing of the failed release left", func(ctx context.Context) (bool, string) {
+			var cms corev1.ConfigMapList
+			var svcs corev1.ServiceList
+			var deps appsv1.DeploymentList
+			for _, list := range []client.ObjectList{&cms, &svcs, &deps} {
+				if err := c.List(ctx, list, client.InNamespace(narrow), instance); err != nil {
+					return false, err.Error()
+				}
+			}
+			recs := releaseRecords(ctx, t, c, narrow, name)
+			n := len(cms.Items) + len(svcs.Items) + len(deps.Items)
+			return n == 0 && len(recs) == 0, fmt.Sprintf("%d objects, %d release records", n, len(recs))
+		})
+	}
+
+	// No ServiceAccount yet: a condition names it. The generated deployer role is enough.
+	ns := harness.Namespace(t, c, nil)
+	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	mp := harness.WaitForCondition(t, c, ns, "edge", "Irreconcilable", "True", timeout)
+	if _, _, msg := harness.Condition(mp, "Irreconcilable"); !strings.Contains(msg, "ServiceAccount "+ns+"/"+account+" does not exist") {
+		t.Errorf("Irreconcilable says %q, want it to name the missing ServiceAccount", msg)
+	}
+	grant(t, c, ns, account, deployerRules(t, func(rbacv1.PolicyRule) bool { return true }))
+	harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", timeout)
+	waitDeployment(t, c, ns, "edge", "created as the tenant", func(*appsv1.Deployment) bool { return true })
+
+	// The ServiceAccount goes first (as when the namespace is deleted): the custom resource is
+	// let go, with an Event saying why.
+	if err := c.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: account}}); err != nil {
+		t.Fatal(err)
+	}
+	edge := harness.MyProxy(ns, "edge", nil)
+	if err := c.Delete(ctx, edge); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForGone(t, c, edge, timeout)
+	if ev := harness.WaitForEvent(t, c, ns, "edge", tenant.ReasonUninstallSkipped, timeout); !strings.Contains(ev, "ServiceAccount "+ns+"/"+account) {
+		t.Errorf("the %s Event %q does not name the ServiceAccount", tenant.ReasonUninstallSkipped, ev)
+	}
+}
