@@ -4,17 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/annotations"
-	"github.com/example/myproxy-operator/internal/names"
 )
 
 // RollbackChoice is an action client getter that hands out Forced's action clients, whose
@@ -48,42 +48,69 @@ func (e *WaitingForDeletionError) Error() string {
 // UninstallWaiting returns a getter whose uninstalls, for a custom resource annotated
 // uninstall-wait=true, succeed only once every object of the release is gone from the cluster,
 // as in the stock operator: objects with finalizers of their own, or a foreground deletion,
-// keep the custom resource (and its finalizer) until they are deleted. A later reconcile, when
-// the release record is gone already, checks the manifest the plugins keep in
-// status.deployedRelease.
+// keep the custom resource (and its finalizer) until they are deleted. The wait reads the
+// objects from the release record: the uninstall keeps its history (the record, marked
+// uninstalled, is the state of the wait, and survives a restart), and the records are purged
+// once nothing remains. To the reconciler, such a release is gone, as after any uninstall.
 func UninstallWaiting(next helmclient.ActionClientGetter) helmclient.ActionClientGetter {
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 		ac, err := next.ActionClientFor(ctx, obj)
 		if err != nil || !annotations.Bool(obj, annotations.UninstallWait, false) {
 			return ac, err
 		}
-		return &waitingClient{ActionInterface: ac, obj: obj}, nil
+		return &waitingClient{ActionInterface: ac}, nil
 	})
 }
 
 type waitingClient struct {
 	helmclient.ActionInterface
-	obj client.Object
 }
 
+// keepHistory keeps the record of an uninstalled release, marked uninstalled.
+func keepHistory(u *action.Uninstall) error {
+	u.KeepHistory = true
+	return nil
+}
+
+func uninstalled(rel *release.Release) bool {
+	return rel != nil && rel.Info != nil && rel.Info.Status == release.StatusUninstalled
+}
+
+// Get implements helmclient.ActionInterface: a release uninstalled while its objects go is not
+// found, as it would be without the wait.
+func (c *waitingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Get(name, opts...)
+	if err == nil && uninstalled(rel) {
+		return nil, fmt.Errorf("release %s is uninstalled, waiting for its objects to go: %w", name, driver.ErrReleaseNotFound)
+	}
+	return rel, err
+}
+
+// Uninstall implements helmclient.ActionInterface.
 func (c *waitingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	manifest := deployedManifest(c.obj)
-	if rel, err := c.Get(name); err == nil {
-		manifest = rel.Manifest
+	rel, err := c.ActionInterface.Get(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return c.ActionInterface.Uninstall(name, opts...) // nothing to wait for
 	}
-	resp, err := c.ActionInterface.Uninstall(name, opts...)
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return resp, err
+	if err != nil {
+		return nil, err
 	}
-	remaining, checkErr := c.remaining(manifest)
-	if checkErr != nil {
+	var resp *release.UninstallReleaseResponse
+	if !uninstalled(rel) {
+		if resp, err = c.ActionInterface.Uninstall(name, append(slices.Clone(opts), keepHistory)...); err != nil {
+			return resp, err
+		}
+	}
+	remaining, err := c.remaining(rel.Manifest)
+	if err != nil {
 		return resp, fmt.Errorf("%s: cannot tell whether the objects of release %s are deleted: %w",
-			annotations.UninstallWait, name, checkErr)
+			annotations.UninstallWait, name, err)
 	}
 	if len(remaining) > 0 {
 		return resp, &WaitingForDeletionError{Release: name, Remaining: remaining}
 	}
-	return resp, err
+	// Helm purges the records of a release it finds uninstalled.
+	return c.ActionInterface.Uninstall(name, opts...)
 }
 
 // remaining lists the objects of manifest that still exist.
@@ -107,14 +134,4 @@ func (c *waitingClient) remaining(manifest string) ([]string, error) {
 		}
 	}
 	return left, nil
-}
-
-// deployedManifest is the manifest the plugins keep in status.deployedRelease.
-func deployedManifest(obj client.Object) string {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return ""
-	}
-	m, _, _ := unstructured.NestedString(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
-	return m
 }

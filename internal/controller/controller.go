@@ -211,7 +211,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, err
 	}
-	applied := status.NewAppliedGenerations()
+	applied := status.NewAppliedGenerations(Namespaced(mgr.GetRESTMapper()))
 	memo := &actionclient.Memo{}
 	var selector metav1.LabelSelector // empty: every resource of the kind
 	if w.Selector != nil {

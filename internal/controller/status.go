@@ -59,12 +59,10 @@ type StatusReconciler struct {
 
 	own        status.Own
 	objects    cache.Cache // the manager's cache, unfiltered
-	mapper     meta.RESTMapper
 	scheme     *runtime.Scheme
 	controller controller.Controller
 	owned      handler.EventHandler
 	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
-	manifests  *status.ManifestRefs
 }
 
 // SetupWithManager registers the controller: it runs when the custom resource, an object of its
@@ -72,8 +70,6 @@ type StatusReconciler struct {
 // resources the Helm reconciler takes.
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
 	r.own = status.OwnOf(r.Declaration.Kind.Status)
-	r.manifests = status.NewManifestRefs()
-	r.mapper = mgr.GetRESTMapper()
 	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
@@ -150,10 +146,16 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	isDeployed := status.Deployed(current)
 	var objects []status.ReleaseObject
 	if isDeployed {
-		var err error
-		if objects, err = r.releaseObjects(ctx, req.NamespacedName, current); err != nil {
+		objs, known, err := r.releaseObjects(ctx, req.NamespacedName)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if !known {
+			// Deployed before this process started, and not reconciled since: the Helm
+			// reconciler's post hook, which reconciles every resource on start, brings us back.
+			return ctrl.Result{}, nil
+		}
+		objects = objs
 		if labelledForAnotherShard(objects, r.Shard.ManagedValue()) {
 			// Handed over from another shard, whose label the objects still carry: this cache
 			// holds none of them until this shard's first upgrade relabels them, and the
@@ -210,48 +212,51 @@ func labelledForAnotherShard(objects []status.ReleaseObject, managed string) boo
 
 func (r *StatusReconciler) forget(key types.NamespacedName) {
 	r.Applied.Forget(key)
-	r.manifests.Forget(key)
 }
 
 // Remembered returns how many resources this controller remembers an applied generation of,
 // and a parsed manifest.
 func (r *StatusReconciler) Remembered() (generations, manifests int) {
-	return r.Applied.Len(), r.manifests.Size()
+	return r.Applied.Len(), r.Applied.Manifests.Size()
 }
 
-// releaseObjects reads the objects of the deployed release, as its manifest names them, from the
-// cache (release objects are cached by their label), without copying them: they are only read.
-// Objects the cache holds typed are converted to the maps that expressions and kstatus read.
-func (r *StatusReconciler) releaseObjects(ctx context.Context, key types.NamespacedName, current map[string]any) ([]status.ReleaseObject, error) {
-	manifest, _, _ := unstructured.NestedString(current, names.StatusDeployedRelease, names.DeployedReleaseManifest)
-	refs, err := r.manifests.Refs(key, manifest, r.namespaced)
-	if err != nil {
-		return nil, err
+// releaseObjects reads the objects of the deployed release, as the Helm reconciler's post hook
+// learnt them from its manifest (false before the first one since the process started), from
+// the cache (release objects are cached by their label), without copying them: they are only
+// read. Objects the cache holds typed are converted to the maps that expressions and kstatus read.
+func (r *StatusReconciler) releaseObjects(ctx context.Context, key types.NamespacedName) ([]status.ReleaseObject, bool, error) {
+	refs, known := r.Applied.Manifests.Known(key)
+	if !known {
+		return nil, false, nil
 	}
 	out := make([]status.ReleaseObject, 0, len(refs))
 	for _, ref := range refs {
 		o := status.ReleaseObject{Ref: ref}
 		if !ref.Opaque() {
 			if err := r.watch(ref.GVK); err != nil {
-				return nil, err
+				return nil, true, err
 			}
 			live := cachedobject.New(r.scheme, ref.GVK)
 			err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
 			switch {
 			case err == nil:
 				if o.Live, err = cachedobject.Content(live, ref.GVK); err != nil {
-					return nil, err
+					return nil, true, err
 				}
 			case !apierrors.IsNotFound(err):
-				return nil, err
+				return nil, true, err
 			}
 		}
 		out = append(out, o)
 	}
-	return out, nil
+	return out, true, nil
 }
 
-func (r *StatusReconciler) namespaced(gvk schema.GroupVersionKind) bool {
-	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
+// Namespaced tells, from mapper, whether a kind is namespaced; a kind it does not know is
+// taken as namespaced (in the release's namespace).
+func Namespaced(mapper meta.RESTMapper) func(schema.GroupVersionKind) bool {
+	return func(gvk schema.GroupVersionKind) bool {
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
+	}
 }

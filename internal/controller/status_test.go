@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -83,9 +85,9 @@ func statusReconciler(t *testing.T, objs ...client.Object) (*StatusReconciler, c
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	watches := &watchRecorder{}
-	r := &StatusReconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: status.NewAppliedGenerations(),
-		own: status.OwnOf(decl.Kind.Status), objects: readerCache{reader: c}, mapper: mapper, scheme: scheme.Scheme,
-		controller: watches, manifests: status.NewManifestRefs()}
+	r := &StatusReconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: status.NewAppliedGenerations(Namespaced(mapper)),
+		own: status.OwnOf(decl.Kind.Status), objects: readerCache{reader: c}, scheme: scheme.Scheme,
+		controller: watches}
 	return r, c, watches
 }
 
@@ -99,7 +101,7 @@ func myProxy(conditions ...any) *unstructured.Unstructured {
 	u.SetGeneration(1)
 	if len(conditions) > 0 {
 		u.Object["status"] = map[string]any{"conditions": conditions,
-			"deployedRelease": map[string]any{"name": "edge", "manifest": proxyManifest}}
+			"deployedRelease": map[string]any{"name": "edge"}}
 	}
 	return u
 }
@@ -129,8 +131,20 @@ func TestStatusReconcilerWritesTheDeclaredStatus(t *testing.T) {
 	}
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	r, c, watches := statusReconciler(t, myProxy(condition(names.ConditionDeployed, "True")), deployment, service)
+	cr := myProxy(condition(names.ConditionDeployed, "True"))
+	r, c, watches := statusReconciler(t, cr, deployment, service)
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
+	// Before the Helm reconciler's post hook has told it the release's objects (a restart),
+	// it writes nothing.
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if got := getMyProxy(t, c, key); len(got.Object["status"].(map[string]any)) != 2 || watches.sources != 0 {
+		t.Fatalf("status %v written, or %d kinds watched, before the release's objects were known", got.Object["status"], watches.sources)
+	}
+	if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 		t.Fatal(err)
 	}

@@ -145,8 +145,10 @@ func StatusSchema(s chartapi.Status) apiextv1.JSONSchemaProps {
 			}},
 		},
 		names.StatusDeployedRelease: {
+			// No manifest: the rendered objects (Secrets included) are not for whoever may read
+			// the custom resource (internal/keepstatus leaves it out; this prunes a stored one).
 			Description: "The Helm release currently deployed.", Type: "object",
-			Properties: map[string]apiextv1.JSONSchemaProps{"name": str, names.DeployedReleaseManifest: str},
+			Properties: map[string]apiextv1.JSONSchemaProps{"name": str},
 		},
 		names.StatusObservedGeneration: {Description: "The metadata.generation this status describes.", Type: "integer", Format: "int64"},
 	}

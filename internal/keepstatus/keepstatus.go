@@ -7,10 +7,22 @@
 // vanish from the resource until the status controller puts it back: a reader of status.url
 // would see it disappear on every upgrade. The reconciler takes its client as an option
 // (reconciler.WithClient); Client wraps it so that such an Update carries those fields over.
+//
+// The updater also puts the release's whole rendered manifest into status.deployedRelease,
+// where anyone who may read the custom resource (the view role) would read every object the
+// chart renders, Secrets included, and every cached custom resource would hold it. Client
+// leaves it out of every status Update, and the CRD's status schema has no such field. The
+// updater decides to write by comparing {name, manifest} with the stored status, which no longer
+// holds a manifest; so an Update that, once the manifest is left out, would store exactly the
+// status already stored (the cached object at the written resourceVersion) is not sent: the
+// apiserver would keep the object unchanged, and the resource would be written at every
+// reconcile for nothing.
 package keepstatus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,27 +64,47 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind() == w.k.gvk {
-		w.k.carryOver(ctx, u)
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GroupVersionKind() != w.k.gvk {
+		return w.SubResourceWriter.Update(ctx, obj, opts...)
+	}
+	unstructured.RemoveNestedField(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
+	if cached := w.k.cachedAt(ctx, u); cached != nil {
+		carryOver(cached, u)
+		if sameStatus(cached, u) && len(opts) == 0 {
+			return nil
+		}
 	}
 	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
-// carryOver copies into u's status the fields of the cached object's status that the updater
-// does not own and u's status lacks, when the cached object is at u's resourceVersion. A cache
-// that cannot answer leaves u as it is.
-func (k *keeping) carryOver(ctx context.Context, u *unstructured.Unstructured) {
+// cachedAt returns the cached object of u's resourceVersion, or nil when the cache cannot answer
+// or holds another version. It is shared with the cache: only read it.
+func (k *keeping) cachedAt(ctx context.Context, u *unstructured.Unstructured) *unstructured.Unstructured {
 	version := u.GetResourceVersion()
 	if version == "" {
-		return
+		return nil
 	}
 	cached := &unstructured.Unstructured{}
 	cached.SetGroupVersionKind(k.gvk)
-	// Only read: the values carried over are copied.
 	if err := k.cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy); err != nil ||
 		cached.GetResourceVersion() != version {
-		return
+		return nil
 	}
+	return cached
+}
+
+// sameStatus reports whether a and b have the same status, as JSON (maps serialise with sorted
+// keys, so equal statuses give equal bytes whatever built them).
+func sameStatus(a, b *unstructured.Unstructured) bool {
+	ja, errA := json.Marshal(a.Object["status"])
+	jb, errB := json.Marshal(b.Object["status"])
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// carryOver copies into u's status the fields of the cached object's status that the updater
+// does not own and u's status lacks.
+func carryOver(cached, u *unstructured.Unstructured) {
 	was, _ := cached.Object["status"].(map[string]any)
 	now, _ := u.Object["status"].(map[string]any)
 	for field, v := range was {

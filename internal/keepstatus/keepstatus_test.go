@@ -62,7 +62,7 @@ func object(kind schema.GroupVersionKind, version string, status map[string]any)
 func stored() map[string]any {
 	return map[string]any{
 		"conditions":         []any{map[string]any{"type": "Deployed", "status": "True"}, map[string]any{"type": "Ready", "status": "True"}},
-		"deployedRelease":    map[string]any{"name": "p", "manifest": "old"},
+		"deployedRelease":    map[string]any{"name": "p"},
 		"url":                "http://p.ns.svc",
 		"observedGeneration": int64(3),
 	}
@@ -77,24 +77,62 @@ func written(deployedRelease bool) map[string]any {
 	return s
 }
 
-func update(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured) map[string]any {
+// sentAs is what the apiserver may store of a status the updater built: the same, without
+// the release manifest.
+func sentAs(built map[string]any) map[string]any {
+	out := runtime.DeepCopyJSON(built)
+	if rel, ok := out["deployedRelease"].(map[string]any); ok {
+		delete(rel, "manifest")
+	}
+	return out
+}
+
+// sends updates obj through Client over the cache holding cached, and returns the statuses
+// sent.
+func sends(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured) []map[string]any {
 	t.Helper()
 	s := &sent{}
 	c := Client(writer{status: s}, cache{obj: cached}, gvk)
 	if err := c.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
-	if len(s.objects) != 1 {
-		t.Fatalf("%d status updates sent, want 1", len(s.objects))
+	var out []map[string]any
+	for _, o := range s.objects {
+		st, _ := o["status"].(map[string]any)
+		out = append(out, st)
 	}
-	st, _ := s.objects[0]["status"].(map[string]any)
-	return st
+	return out
+}
+
+func update(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	got := sends(t, cached, obj)
+	if len(got) != 1 {
+		t.Fatalf("%d status updates sent, want 1", len(got))
+	}
+	return got[0]
+}
+
+// The manifest never leaves the operator, and an update that would store the stored status
+// again is not sent: the updater compares the manifest with a status that has none, and would
+// otherwise write at every reconcile.
+func TestTheManifestIsLeftOutAndAnUnchangedStatusNotSent(t *testing.T) {
+	built := stored()
+	built["deployedRelease"] = map[string]any{"name": "p", "manifest": "apiVersion: v1\nkind: Secret\n"}
+	if got := sends(t, object(gvk, "7", stored()), object(gvk, "7", built)); len(got) != 0 {
+		t.Errorf("sent %v, want nothing: the status stored is the same", got)
+	}
+	// Without the cached version to compare with, it is sent, still without the manifest.
+	got := update(t, object(gvk, "6", stored()), object(gvk, "7", built))
+	if !reflect.DeepEqual(got, sentAs(built)) {
+		t.Errorf("sent status %v, want %v", got, sentAs(built))
+	}
 }
 
 func TestTheUpdaterWriteKeepsTheOtherFieldsOfTheStoredVersion(t *testing.T) {
 	cached := object(gvk, "7", stored())
 	got := update(t, cached, object(gvk, "7", written(true)))
-	want := written(true)
+	want := sentAs(written(true))
 	want["url"], want["observedGeneration"] = "http://p.ns.svc", int64(3)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sent status %v, want %v", got, want)
@@ -125,7 +163,7 @@ func TestNothingIsCarriedFromAnotherVersion(t *testing.T) {
 		"not cached":            nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := update(t, cached, object(gvk, "7", written(true))); !reflect.DeepEqual(got, written(true)) {
+			if got := update(t, cached, object(gvk, "7", written(true))); !reflect.DeepEqual(got, sentAs(written(true))) {
 				t.Errorf("sent status %v, want the updater's as built", got)
 			}
 		})

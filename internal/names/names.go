@@ -69,6 +69,7 @@ const (
 	StatusConditions         = "conditions"
 	StatusDeployedRelease    = "deployedRelease"
 	StatusObservedGeneration = "observedGeneration"
-	// DeployedReleaseManifest is the field of deployedRelease holding the release's manifest.
+	// DeployedReleaseManifest is the field of deployedRelease where helm-operator-plugins puts the
+	// release's manifest; the operator leaves it out of status (internal/keepstatus).
 	DeployedReleaseManifest = "manifest"
 )

@@ -8,6 +8,7 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -17,13 +18,18 @@ import (
 const wakeDelay = time.Second
 
 // AppliedGenerations remembers, per custom resource, the metadata.generation that the Helm reconciler
-// last applied successfully; it becomes status.observedGeneration. It is filled by a post hook
-// of the Helm reconciler, which runs after every successful install, upgrade or reconcile.
-// After a restart it fills again: the reconciler reconciles every resource on start.
+// last applied successfully, which becomes status.observedGeneration, and the objects of the
+// release it applied (in Manifests). It is filled by a post hook of the Helm reconciler, which
+// runs after every successful install, upgrade or reconcile, before the reconciler writes its
+// Deployed condition. After a restart it fills again: the reconciler reconciles every resource
+// on start.
 type AppliedGenerations struct {
 	mu          sync.Mutex
 	generations map[types.NamespacedName]applied
 	events      chan event.TypedGenericEvent[*unstructured.Unstructured]
+	// Manifests are the objects of each applied release; namespaced tells their scope.
+	Manifests  *ManifestRefs
+	namespaced func(schema.GroupVersionKind) bool
 }
 
 // applied is a generation applied to one incarnation (UID) of a resource: a resource deleted
@@ -33,20 +39,27 @@ type applied struct {
 	generation int64
 }
 
-// NewAppliedGenerations returns an empty record.
-func NewAppliedGenerations() *AppliedGenerations {
+// NewAppliedGenerations returns an empty record; namespaced tells the scope of a kind.
+func NewAppliedGenerations(namespaced func(schema.GroupVersionKind) bool) *AppliedGenerations {
 	return &AppliedGenerations{
 		generations: map[types.NamespacedName]applied{},
 		events:      make(chan event.TypedGenericEvent[*unstructured.Unstructured], 1024),
+		Manifests:   NewManifestRefs(),
+		namespaced:  namespaced,
 	}
 }
 
-// PostHook records the applied generation and wakes the status controller.
+// PostHook records the applied generation and the release's objects, and wakes the status
+// controller when either changed.
 func (o *AppliedGenerations) PostHook() hook.PostHook {
-	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
+	return hook.PostHookFunc(func(obj *unstructured.Unstructured, rel release.Release, _ logr.Logger) error {
 		key, now := client.ObjectKeyFromObject(obj), applied{uid: obj.GetUID(), generation: obj.GetGeneration()}
+		objectsChanged, err := o.Manifests.Learn(key, rel.Manifest, o.namespaced)
+		if err != nil {
+			return err
+		}
 		o.mu.Lock()
-		changed := o.generations[key] != now
+		changed := o.generations[key] != now || objectsChanged
 		o.generations[key] = now
 		o.mu.Unlock()
 		if changed {
@@ -77,8 +90,9 @@ func (o *AppliedGenerations) Generation(key types.NamespacedName, uid types.UID)
 // Forget drops a resource that is being deleted or gone.
 func (o *AppliedGenerations) Forget(key types.NamespacedName) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	delete(o.generations, key)
+	o.mu.Unlock()
+	o.Manifests.Forget(key)
 }
 
 // Len returns the number of resources remembered.

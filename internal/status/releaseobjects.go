@@ -35,8 +35,8 @@ type ReleaseObject struct {
 }
 
 // ManifestRefs parses release manifests into the objects they create, remembering the result
-// per custom resource until its manifest changes: a status update follows every change of a
-// Deployment's status, and parsing the manifest each time would cost more than the rest.
+// per custom resource until its manifest changes: the status follows those objects, and a
+// status update follows every change of a Deployment's status.
 type ManifestRefs struct {
 	mu     sync.Mutex
 	parsed map[types.NamespacedName]parsedManifest
@@ -70,6 +70,30 @@ func (m *ManifestRefs) Refs(key types.NamespacedName, manifest string, namespace
 	m.parsed[key] = parsedManifest{digest: digest, refs: refs}
 	m.mu.Unlock()
 	return refs, nil
+}
+
+// Learn remembers the objects of the manifest of the release just applied to a custom resource,
+// and reports whether they changed. The status reads them with Known: the manifest itself stays
+// in the operator (it is not kept in status, see internal/keepstatus).
+func (m *ManifestRefs) Learn(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) (bool, error) {
+	digest := sha256.Sum256([]byte(manifest))
+	m.mu.Lock()
+	p, ok := m.parsed[key]
+	m.mu.Unlock()
+	if ok && p.digest == digest {
+		return false, nil
+	}
+	_, err := m.Refs(key, manifest, namespaced)
+	return err == nil, err
+}
+
+// Known returns the objects of the release last applied to a custom resource, if any was
+// learnt since the process started.
+func (m *ManifestRefs) Known(key types.NamespacedName) ([]Ref, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.parsed[key]
+	return p.refs, ok
 }
 
 // Forget drops what is remembered of a custom resource.

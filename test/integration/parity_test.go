@@ -308,6 +308,11 @@ func paritySubject(t *testing.T, s subject) {
 		harness.Eventually(t, timeout, "waiting gone once its objects are", func(ctx context.Context) (bool, string) {
 			return !s.exists(ctx, "waiting"), "still there"
 		})
+		// This operator keeps the uninstalled record while it waits (its objects are read from
+		// it); none is left once the custom resource is gone.
+		if recs := releaseRecords(ctx, t, s.c, s.ns, "waiting"); len(recs) != 0 {
+			t.Errorf("%d release records of waiting left", len(recs))
+		}
 	})
 
 	t.Run("pause-reconcile: this operator's; the stock operator has none", func(t *testing.T) {

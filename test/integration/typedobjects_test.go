@@ -8,9 +8,11 @@ import (
 	"sort"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -57,8 +59,11 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		manifest, _, _ := unstructured.NestedString(self.Object, "status", "deployedRelease", "manifest")
-		refs, err := status.NewManifestRefs().Refs(client.ObjectKeyFromObject(self), manifest, namespaced)
+		rel, err := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns)).Get(releaseKey("both", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs, err := status.NewManifestRefs().Refs(client.ObjectKeyFromObject(self), rel.Manifest, namespaced)
 		if err != nil || len(refs) == 0 {
 			t.Fatalf("%s: %d objects in the manifest (%v)", stage.name, len(refs), err)
 		}
