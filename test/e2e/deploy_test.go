@@ -67,10 +67,12 @@ func TestDeployAsServiceAccount(t *testing.T) {
 	}
 
 	from := time.Now()
-	op := harness.StartOperator(t, operatorBin, impersonating(t), []string{
+	asManager := impersonating(t)
+	args := []string{
 		"--watches-file=" + filepath.Join(harness.RepoRoot(), "watches.yaml"),
 		"--leader-elect", "--leader-election-namespace=" + systemNamespace,
-	})
+	}
+	op := harness.StartOperator(t, operatorBin, asManager, args)
 	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
 	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	name, _, _ := sampleSpec(t)
@@ -82,6 +84,9 @@ func TestDeployAsServiceAccount(t *testing.T) {
 	kubectl(t, "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")                         // uninstall, finalizer removal
 	tenantStaysInTheNamespace(t, ns)
 	refusedNothingSince(t, from)
+	op.Stop(t)
+	tenantServiceAccountBoundsTheRelease(t, c, asManager, args)
+	op = harness.StartOperator(t, operatorBin, asManager, args)
 
 	// Undeploy while the operator runs: MyProxies first (uninstalled), then the rest.
 	kubectl(t, "apply", "-n", ns, "-f", sample)
@@ -191,5 +196,6 @@ func tenantStaysInTheNamespace(t *testing.T, ns string) {
 	if out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "deployments", "-n", "kube-system", "-o", "name"); strings.Contains(out, "pwn") {
 		t.Errorf("a Deployment appeared in kube-system: %s", out)
 	}
+	viewerSeesNoManifest(t, ns, "dollar")
 	kubectl(t, "--as", "tenant", "delete", "-n", ns, "myproxy/dollar", "--timeout=120s")
 }

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// tenantAccount is the ServiceAccount the tenant scenario's releases run as.
+const tenantAccount = "myproxy-deployer"
+
+// viewerSeesNoManifest checks that a user holding the built-in view role in ns reads no
+// rendered manifest: not in the status of the MyProxy name, and no release record (Secrets).
+func viewerSeesNoManifest(t *testing.T, ns, name string) {
+	t.Helper()
+	kubectl(t, "create", "rolebinding", "viewer-view", "-n", ns, "--clusterrole=view", "--user=viewer")
+	harness.Eventually(t, 60*time.Second, "the viewer may read MyProxies", func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", "get",
+			"myproxies.gateway.example.com", "-n", ns, "--as", "viewer")
+		return strings.TrimSpace(out) == "yes", out
+	})
+	st := kubectl(t, "--as", "viewer", "get", "-n", ns, "myproxy/"+name, "-o", "jsonpath={.status}")
+	if !strings.Contains(st, `"deployedRelease"`) || strings.Contains(st, "manifest") || strings.Contains(st, "nginx.conf") {
+		t.Errorf("the viewer reads a rendered manifest, or no deployedRelease, in the status:\n%s", st)
+	}
+	if out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "--as", "viewer", "get", "secrets", "-n", ns,
+		"-l", "owner=helm"); err == nil || !strings.Contains(out, "Forbidden") {
+		t.Errorf("the viewer may list the release records (err %v):\n%s", err, out)
+	}
+}
+
+// tenantServiceAccountBoundsTheRelease runs the operator, as its deployed ServiceAccount, with
+// --default-service-account and the impersonation rule an administrator adds for it. In a
+// namespace whose ServiceAccount of that name holds the generated deployer role without the
+// right to create Deployments, a MyProxy a tenant applies fails with a condition naming the
+// refused verb and the ServiceAccount, and nothing of its release stays behind.
+//
+// The test's kubeconfig makes the operator act as its ServiceAccount by impersonation, and
+// one request carries one impersonation: Helm's requests as the tenant's ServiceAccount are
+// sent by the kubeconfig's own user. The operator's rights to impersonate are checked as its
+// ServiceAccount at start (tenant.CheckRights), which fails without the rule added here.
+func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operatorKubeconfig string, args []string) {
+	t.Helper()
+	ctx := context.Background()
+	rule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
+		ResourceNames: []string{tenantAccount}, Verbs: tenant.Verbs}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "myproxy-e2e-tenant-identity"}, Rules: []rbacv1.PolicyRule{rule}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: systemNamespace, Name: managerSA}}}
+	for _, obj := range []client.Object{role, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+	}
+	op := harness.StartOperator(t, operatorBin, operatorKubeconfig, append(slices.Clone(args), "--"+tenant.Flag+"="+tenantAccount))
+	defer op.Stop(t)
+
+	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	t.Cleanup(func() {
+		_, _ = harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "delete", "namespace", ns, "--wait=false")
+	})
+	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
+	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "config", "rbac", "myproxy_deployer_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deployer rbacv1.ClusterRole
+	if err := yaml.Unmarshal(raw, &deployer); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range deployer.Rules {
+		if slices.Contains(r.Resources, "deployments") {
+			deployer.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "create" })
+		}
+	}
+	for _, obj := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantAccount}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantAccount}, Rules: deployer.Rules},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantAccount},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tenantAccount},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: tenantAccount}}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.Eventually(t, 60*time.Second, "the tenant may create MyProxies", func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", "create",
+			"myproxies.gateway.example.com", "-n", ns, "--as", "tenant")
+		return strings.TrimSpace(out) == "yes", out
+	})
+	kubectl(t, "--as", "tenant", "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
+	name, _, _ := sampleSpec(t)
+	mp := harness.WaitForCondition(t, c, ns, name, "ReleaseFailed", "True", 120*time.Second)
+	_, _, msg := harness.Condition(mp, "ReleaseFailed")
+	t.Logf("as the tenant's ServiceAccount: ReleaseFailed: %s", msg)
+	for _, want := range []string{tenant.Username(ns, tenantAccount), `cannot create resource "deployments"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("ReleaseFailed says %q, want it to name %q", msg, want)
+		}
+	}
+	// The reconciler retries with a growing backoff; between attempts the failed install's
+	// uninstall has removed every object and record of it.
+	harness.Eventually(t, 120*time.Second, "nothing of the failed release left", func(context.Context) (bool, string) {
+		out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "deployments,services,configmaps,secrets",
+			"-n", ns, "-l", "app.kubernetes.io/instance="+name, "-o", "name")
+		records, err2 := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "secrets", "-n", ns,
+			"-l", "owner=helm,name="+name, "-o", "name")
+		return err == nil && err2 == nil && strings.TrimSpace(out+records) == "", out + records
+	})
+	kubectl(t, "--as", "tenant", "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")
+}
