@@ -23,6 +23,10 @@ type fleetResult struct {
 	PeakRSSMiB       float64  `json:"peakRSSMiB"`       // operator high-water mark over the whole run
 	Requests         requests `json:"requests"`         // operator requests from apply to all Deployed, by verb
 	RequestsPerCR    float64  `json:"requestsPerCR"`
+	// StoredKiBPerCR is the mean size of a MyProxy as the apiserver serves it (JSON) once all
+	// are Deployed: what every informer of MyProxies holds per resource, the operator's own
+	// cache included.
+	StoredKiBPerCR float64 `json:"storedKiBPerCR"`
 	// RequestsByResource details Requests by verb and resource.
 	RequestsByResource requests `json:"requestsByResource,omitempty"`
 
@@ -270,8 +274,8 @@ func (r *report) markdown(w io.Writer) {
 	}
 	fmt.Fprintln(w, "Ratios to a peer are to the best peer on that column:", bestNames(bestTime, bestCPU, bestRSS)+".")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| subject | N | all Deployed | ×limit | ×best peer | all Available | CPU-s | ×best peer | peak RSS MiB | ×best peer | requests per CR |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| subject | N | all Deployed | ×limit | ×best peer | all Available | CPU-s | ×best peer | peak RSS MiB | ×best peer | requests per CR | KiB per stored CR |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range r.Fleet {
 		row := []string{f.Subject, fmt.Sprint(f.N), f1(f.DeployedSeconds) + " s", vs(f.DeployedSeconds, limit, deployedTime),
 			vs(f.DeployedSeconds, bestTime, deployedTime), f1(f.AvailableSeconds) + " s"}
@@ -280,7 +284,7 @@ func (r *report) markdown(w io.Writer) {
 		} else {
 			row = append(row, f1(f.CPUSeconds), vs(f.CPUSeconds, bestCPU, convergeCPU), f1(f.PeakRSSMiB), vs(f.PeakRSSMiB, bestRSS, peakRSS))
 		}
-		row = append(row, f1(f.RequestsPerCR))
+		row = append(row, f1(f.RequestsPerCR), f1(f.StoredKiBPerCR))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	fmt.Fprintln(w)

@@ -216,8 +216,11 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		return res, nil, err
 	}
 	res.RequestsPerCR = float64(res.Requests.total()) / float64(s.n)
-	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR",
-		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR)
+	if res.StoredKiBPerCR, err = storedKiBPerCR(ctx, e); err != nil {
+		return res, nil, err
+	}
+	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR, %.1f KiB per stored CR",
+		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR, res.StoredKiBPerCR)
 
 	if s.lookups > 0 {
 		if err := addLookupReleases(ctx, s, e, t, &res); err != nil {
@@ -519,4 +522,22 @@ func benchMemory(ctx context.Context, s settings, c *cluster, op operator) (memo
 	m.ChangePercent = (m.WithMiB - m.WithoutMiB) / m.WithoutMiB * 100
 	progress("%s, memory: %.1f MiB without, %.1f MiB with unrelated objects (%+.1f%%)", op.name, m.WithoutMiB, m.WithMiB, m.ChangePercent)
 	return m, nil
+}
+
+// storedKiBPerCR is the mean size, in KiB, of the fleet's MyProxies as the apiserver serves
+// them in JSON (the status a Helm operator writes included).
+func storedKiBPerCR(ctx context.Context, e *env) (float64, error) {
+	list, err := e.dyn.Resource(myProxyGVR).Namespace(fleetNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) == 0 {
+		return 0, err
+	}
+	var total int
+	for _, item := range list.Items {
+		raw, err := item.MarshalJSON()
+		if err != nil {
+			return 0, err
+		}
+		total += len(raw)
+	}
+	return float64(total) / float64(len(list.Items)) / 1024, nil
 }
