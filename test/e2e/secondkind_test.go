@@ -56,6 +56,81 @@ const staticSiteWatch = `
   chart: helm-charts/staticsite
 `
 
+// escapeChart is a chart whose releases, by name, try to leave their namespace: rendering
+// into kube-public, rendering a ClusterRole, looking up a Secret of kube-system. Any other name
+// renders a ConfigMap of its own, which is what make manifests sees offline.
+var escapeChart = map[string]string{
+	"Chart.yaml":         "apiVersion: v2\nname: escape\nversion: 0.1.0\n",
+	"values.yaml":        "# -- A note the ConfigMap carries.\nnote: hello\n",
+	"values.schema.json": `{"type": "object", "properties": {"note": {"type": "string"}}}`,
+	"templates/escape.yaml": `{{- if eq .Release.Name "elsewhere" }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: planted
+  namespace: kube-public
+{{- else if eq .Release.Name "clusterwide" }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: escape-{{ .Release.Namespace }}
+rules: []
+{{- else }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}
+data:
+  note: {{ .Values.note | quote }}
+  {{- if eq .Release.Name "peek" }}
+  stolen: {{ (lookup "v1" "Secret" "kube-system" "bootstrap").data | toJson | quote }}
+  {{- end }}
+{{- end }}
+`,
+}
+
+const escapeWatch = `
+- group: web.example.com
+  version: v1alpha1
+  kind: Escape
+  chart: helm-charts/escape
+`
+
+// escapesAreRefused applies, in ns, an Escape of each name that tries to leave the namespace:
+// each gets ReleaseFailed naming the object, and nothing is written outside ns (nor inside).
+func escapesAreRefused(t *testing.T, ns string) {
+	t.Helper()
+	refused := map[string]string{
+		"elsewhere":   "refused to write ConfigMap kube-public/planted",
+		"clusterwide": "refused to write ClusterRole.rbac.authorization.k8s.io escape-" + ns + " (cluster-scoped)",
+		"peek":        "refused to look up Secret kube-system/bootstrap",
+	}
+	for name := range refused {
+		obj := "apiVersion: web.example.com/v1alpha1\nkind: Escape\nmetadata:\n  name: " + name + "\nspec: {}\n"
+		kubectl(t, "apply", "-n", ns, "-f", harness.WriteTemp(t, name+"-*.yaml", []byte(obj)))
+	}
+	for name, want := range refused {
+		kubectl(t, "wait", "-n", ns, "--for=condition=ReleaseFailed", "escape/"+name, "--timeout=60s")
+		msg := kubectl(t, "get", "-n", ns, "escape/"+name, "-o", `jsonpath={.status.conditions[?(@.type=="ReleaseFailed")].message}`)
+		if !strings.Contains(msg, want) {
+			t.Errorf("%s: ReleaseFailed says %q, want it to name %q", name, msg, want)
+		}
+	}
+	for _, args := range [][]string{
+		{"get", "configmap/planted", "-n", "kube-public", "--ignore-not-found", "-o", "name"},
+		{"get", "clusterrole/escape-" + ns, "--ignore-not-found", "-o", "name"},
+		{"get", "configmaps,secrets", "-n", ns, "-l", "owner=helm,name in (elsewhere,clusterwide,peek)", "-o", "name"},
+		{"get", "configmap/peek", "-n", ns, "--ignore-not-found", "-o", "name"},
+	} {
+		if out := kubectl(t, args...); out != "" {
+			t.Errorf("kubectl %s: %s, want nothing", strings.Join(args, " "), out)
+		}
+	}
+	for name := range refused {
+		kubectl(t, "delete", "-n", ns, "escape/"+name, "--timeout=60s")
+	}
+}
+
 func staticSite(name, pages string) string {
 	return `apiVersion: web.example.com/v1alpha1
 kind: StaticSite
@@ -73,6 +148,7 @@ spec:
 // operator, running as the deployed ServiceAccount, serves both kinds side by side: status
 // declared by each chart, Events, drift correction, a clear refusal of a release name that
 // the other kind holds, and uninstall; and the built-in edit and view roles cover the new kind.
+// A third kind, whose chart renders out of the namespace for some names, is refused for those.
 func TestASecondKindThroughFilesAlone(t *testing.T) {
 	project := copyProject(t)
 	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "examples", "staticsite"), filepath.Join(project, "helm-charts", "staticsite"))
@@ -80,10 +156,19 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := watches.WriteString(staticSiteWatch); err != nil {
+	if _, err := watches.WriteString(staticSiteWatch + escapeWatch); err != nil {
 		t.Fatal(err)
 	}
 	_ = watches.Close()
+	for path, content := range escapeChart {
+		full := filepath.Join(project, "helm-charts", "escape", path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	harness.Run(t, nil, "make", "-C", project, "manifests")
 	for _, generated := range []string{"config/crd/bases/web.example.com_staticsites.yaml", "config/crd/bases/gateway.example.com_myproxies.yaml"} {
 		if _, err := os.Stat(filepath.Join(project, generated)); err != nil {
@@ -188,6 +273,10 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 		t.Errorf("uninstall left release records:\n%s", left)
 	}
 	kubectl(t, "delete", "-n", ns, "myproxy/"+proxy, "--timeout=120s")
+
+	// A third kind whose chart tries to leave the namespace writes nothing, and the operator
+	// sends no request that its rights would refuse (the confinement refuses first).
+	escapesAreRefused(t, ns)
 	refusedNothingSince(t, from)
 	harness.Run(t, env, "make", "-C", project, "undeploy", kustomize)
 	undeployed = true
