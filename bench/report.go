@@ -27,6 +27,10 @@ type fleetResult struct {
 	// are Deployed: what every informer of MyProxies holds per resource, the operator's own
 	// cache included.
 	StoredKiBPerCR float64 `json:"storedKiBPerCR"`
+	// ManifestKiBPerCR is the mean size of the rendered manifest of the fleet's deployed
+	// releases, read from their records: what helm-operator-plugins' status updater would add
+	// to each stored MyProxy (status.deployedRelease.manifest) where the CRD keeps it.
+	ManifestKiBPerCR float64 `json:"manifestKiBPerCR"`
 	// RequestsByResource details Requests by verb and resource.
 	RequestsByResource requests `json:"requestsByResource,omitempty"`
 
@@ -274,8 +278,8 @@ func (r *report) markdown(w io.Writer) {
 	}
 	fmt.Fprintln(w, "Ratios to a peer are to the best peer on that column:", bestNames(bestTime, bestCPU, bestRSS)+".")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| subject | N | all Deployed | ×limit | ×best peer | all Available | CPU-s | ×best peer | peak RSS MiB | ×best peer | requests per CR | KiB per stored CR |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| subject | N | all Deployed | ×limit | ×best peer | all Available | CPU-s | ×best peer | peak RSS MiB | ×best peer | requests per CR | KiB per stored CR | KiB of manifest per release |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range r.Fleet {
 		row := []string{f.Subject, fmt.Sprint(f.N), f1(f.DeployedSeconds) + " s", vs(f.DeployedSeconds, limit, deployedTime),
 			vs(f.DeployedSeconds, bestTime, deployedTime), f1(f.AvailableSeconds) + " s"}
@@ -284,7 +288,7 @@ func (r *report) markdown(w io.Writer) {
 		} else {
 			row = append(row, f1(f.CPUSeconds), vs(f.CPUSeconds, bestCPU, convergeCPU), f1(f.PeakRSSMiB), vs(f.PeakRSSMiB, bestRSS, peakRSS))
 		}
-		row = append(row, f1(f.RequestsPerCR), f1(f.StoredKiBPerCR))
+		row = append(row, f1(f.RequestsPerCR), f1(f.StoredKiBPerCR), f1(f.ManifestKiBPerCR))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	fmt.Fprintln(w)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -219,8 +221,11 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	if res.StoredKiBPerCR, err = storedKiBPerCR(ctx, e); err != nil {
 		return res, nil, err
 	}
-	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR, %.1f KiB per stored CR",
-		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR, res.StoredKiBPerCR)
+	if res.ManifestKiBPerCR, err = manifestKiBPerRelease(e); err != nil {
+		return res, nil, err
+	}
+	progress("%s: all Deployed in %.1fs, all Available in %.1fs, %.1f CPU-s, %.1f requests per CR, %.1f KiB per stored CR, %.1f KiB of manifest per release",
+		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR, res.StoredKiBPerCR, res.ManifestKiBPerCR)
 
 	if s.lookups > 0 {
 		if err := addLookupReleases(ctx, s, e, t, &res); err != nil {
@@ -540,4 +545,20 @@ func storedKiBPerCR(ctx context.Context, e *env) (float64, error) {
 		total += len(raw)
 	}
 	return float64(total) / float64(len(list.Items)) / 1024, nil
+}
+
+// manifestKiBPerRelease is the mean size, in KiB, of the manifest of the fleet's deployed
+// releases, decoded from their records.
+func manifestKiBPerRelease(e *env) (float64, error) {
+	rels, err := driver.NewSecrets(e.cs.CoreV1().Secrets(fleetNamespace)).List(func(r *release.Release) bool {
+		return r.Info != nil && r.Info.Status == release.StatusDeployed
+	})
+	if err != nil || len(rels) == 0 {
+		return 0, err
+	}
+	var total int
+	for _, r := range rels {
+		total += len(r.Manifest)
+	}
+	return float64(total) / float64(len(rels)) / 1024, nil
 }

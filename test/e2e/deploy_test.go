@@ -169,11 +169,7 @@ var hostileProxies = map[string]string{
 func tenantStaysInTheNamespace(t *testing.T, ns string) {
 	t.Helper()
 	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
-	harness.Eventually(t, 60*time.Second, "the tenant may create MyProxies", func(context.Context) (bool, string) {
-		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", "create",
-			"myproxies.gateway.example.com", "-n", ns, "--as", "tenant")
-		return strings.TrimSpace(out) == "yes", out
-	})
+	waitCanI(t, "tenant", "create", "myproxies.gateway.example.com", ns, "yes")
 	for name, header := range hostileProxies {
 		manifest := "apiVersion: gateway.example.com/v1alpha1\nkind: MyProxy\nmetadata:\n  name: " + name +
 			"\nspec:\n  routes:\n  - path: /a/\n    upstream: http://a\n    setHeaders:\n      " + header + ": v\n"

@@ -204,11 +204,7 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 	for _, can := range []struct{ user, verb, want string }{
 		{"site-editor", "create", "yes"}, {"site-viewer", "list", "yes"}, {"site-viewer", "create", "no"},
 	} {
-		harness.Eventually(t, 60*time.Second, can.user+" may "+can.verb+" StaticSites: "+can.want, func(context.Context) (bool, string) {
-			out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", can.verb,
-				"staticsites.web.example.com", "-n", ns, "--as", can.user)
-			return strings.TrimSpace(out) == can.want, out
-		})
+		waitCanI(t, can.user, can.verb, "staticsites.web.example.com", ns, can.want)
 	}
 
 	proxy, _, _ := sampleSpec(t)

@@ -2,22 +2,29 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/tenant"
 	"github.com/example/myproxy-operator/test/harness"
 )
+
+// waitCanI waits until kubectl auth can-i answers want for user's verb on resource in ns (the
+// aggregation controller folds generated roles into the built-in ones a moment later).
+func waitCanI(t *testing.T, user, verb, resource, ns, want string) {
+	t.Helper()
+	harness.Eventually(t, 60*time.Second, user+" may "+verb+" "+resource+": "+want, func(context.Context) (bool, string) {
+		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", verb, resource, "-n", ns, "--as", user)
+		return strings.TrimSpace(out) == want, out
+	})
+}
 
 // tenantAccount is the ServiceAccount the tenant scenario's releases run as.
 const tenantAccount = "myproxy-deployer"
@@ -27,11 +34,7 @@ const tenantAccount = "myproxy-deployer"
 func viewerSeesNoManifest(t *testing.T, ns, name string) {
 	t.Helper()
 	kubectl(t, "create", "rolebinding", "viewer-view", "-n", ns, "--clusterrole=view", "--user=viewer")
-	harness.Eventually(t, 60*time.Second, "the viewer may read MyProxies", func(context.Context) (bool, string) {
-		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", "get",
-			"myproxies.gateway.example.com", "-n", ns, "--as", "viewer")
-		return strings.TrimSpace(out) == "yes", out
-	})
+	waitCanI(t, "viewer", "get", "myproxies.gateway.example.com", ns, "yes")
 	st := kubectl(t, "--as", "viewer", "get", "-n", ns, "myproxy/"+name, "-o", "jsonpath={.status}")
 	if !strings.Contains(st, `"deployedRelease"`) || strings.Contains(st, "manifest") || strings.Contains(st, "nginx.conf") {
 		t.Errorf("the viewer reads a rendered manifest, or no deployedRelease, in the status:\n%s", st)
@@ -75,35 +78,14 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 		_, _ = harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "delete", "namespace", ns, "--wait=false")
 	})
 	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
-	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "config", "rbac", "myproxy_deployer_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var deployer rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &deployer); err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range deployer.Rules {
+	rules := harness.DeployerRules(t)
+	for i, r := range rules {
 		if slices.Contains(r.Resources, "deployments") {
-			deployer.Rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "create" })
+			rules[i].Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v == "create" })
 		}
 	}
-	for _, obj := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantAccount}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantAccount}, Rules: deployer.Rules},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenantAccount},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tenantAccount},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: tenantAccount}}},
-	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	harness.Eventually(t, 60*time.Second, "the tenant may create MyProxies", func(context.Context) (bool, string) {
-		out, _ := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "auth", "can-i", "create",
-			"myproxies.gateway.example.com", "-n", ns, "--as", "tenant")
-		return strings.TrimSpace(out) == "yes", out
-	})
+	harness.GrantServiceAccount(t, c, ns, tenantAccount, rules)
+	waitCanI(t, "tenant", "create", "myproxies.gateway.example.com", ns, "yes")
 	kubectl(t, "--as", "tenant", "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
 	name, _, _ := sampleSpec(t)
 	mp := harness.WaitForCondition(t, c, ns, name, "ReleaseFailed", "True", 120*time.Second)

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,50 +11,11 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/tenant"
 	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/harness"
 )
-
-// deployerRules are the rules of the deployer role make manifests writes for MyProxy, for the
-// tenant ServiceAccounts to bind; keep drops rules by resource.
-func deployerRules(t *testing.T, keep func(rbacv1.PolicyRule) bool) []rbacv1.PolicyRule {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "config", "rbac", "myproxy_deployer_role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(raw, &role); err != nil {
-		t.Fatal(err)
-	}
-	var rules []rbacv1.PolicyRule
-	for _, r := range role.Rules {
-		if keep(r) {
-			rules = append(rules, r)
-		}
-	}
-	return rules
-}
-
-// grant creates the ServiceAccount name in ns with a Role of rules bound to it.
-func grant(t *testing.T, c client.Client, ns, name string, rules []rbacv1.PolicyRule) {
-	t.Helper()
-	ctx := context.Background()
-	for _, obj := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}},
-	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func without(resources ...string) func(rbacv1.PolicyRule) bool {
 	return func(r rbacv1.PolicyRule) bool {
@@ -69,6 +28,18 @@ func without(resources ...string) func(rbacv1.PolicyRule) bool {
 		}
 		return true
 	}
+}
+
+// deployerRules are the deployer role's rules that keep accepts.
+func deployerRules(t *testing.T, keep func(rbacv1.PolicyRule) bool) []rbacv1.PolicyRule {
+	t.Helper()
+	var rules []rbacv1.PolicyRule
+	for _, r := range harness.DeployerRules(t) {
+		if keep(r) {
+			rules = append(rules, r)
+		}
+	}
+	return rules
 }
 
 // With serviceAccountName in its watch, a kind's Helm actions and lookups run as that
@@ -88,7 +59,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 	narrow := harness.Namespace(t, c, nil)
 	rules := append(deployerRules(t, without("deployments", "secrets")), rbacv1.PolicyRule{
 		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}})
-	grant(t, c, narrow, account, rules)
+	harness.GrantServiceAccount(t, c, narrow, account, rules)
 	pair := certs.Valid(t, "edge")
 	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: narrow, Name: "tls"}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: pair.Cert, corev1.TLSPrivateKeyKey: pair.Key}}
@@ -144,7 +115,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 	if _, _, msg := harness.Condition(mp, "Irreconcilable"); !strings.Contains(msg, "ServiceAccount "+ns+"/"+account+" does not exist") {
 		t.Errorf("Irreconcilable says %q, want it to name the missing ServiceAccount", msg)
 	}
-	grant(t, c, ns, account, deployerRules(t, func(rbacv1.PolicyRule) bool { return true }))
+	harness.GrantServiceAccount(t, c, ns, account, deployerRules(t, func(rbacv1.PolicyRule) bool { return true }))
 	harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", timeout)
 	waitDeployment(t, c, ns, "edge", "created as the tenant", func(*appsv1.Deployment) bool { return true })
 
