@@ -229,14 +229,9 @@ func TestLookedUpKindsAreReadable(t *testing.T) {
 			{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
 		},
 	}}))
-	for _, want := range []string{
+	mustContain(t, "the role", role,
 		"- apiGroups: [networking.k8s.io]\n  resources: [ingresses]\n  verbs: [get, list, watch]\n",
-		"- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [" + strings.Join(manage, ", ") + "]\n",
-	} {
-		if !strings.Contains(role, want) {
-			t.Errorf("the role lacks\n%s\nin\n%s", want, role)
-		}
-	}
+		"- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: ["+strings.Join(manage, ", ")+"]\n")
 	if strings.Count(role, "resources: [configmaps]") != 1 {
 		t.Errorf("configmaps granted twice:\n%s", role)
 	}
@@ -285,16 +280,11 @@ func TestATenantKindLeavesTheWritesToItsServiceAccount(t *testing.T) {
 	ownKind := Kind{GVK: schema.GroupVersionKind{Group: "web.example.com", Version: "v1", Kind: "Page"}, Plural: "pages",
 		Rendered: []schema.GroupVersionKind{cm}}
 	role := string(Role([]Kind{tenantKind, ownKind}))
-	for _, want := range []string{
+	mustContain(t, "the role", role,
 		"- apiGroups: [apps]\n  resources: [deployments]\n  verbs: [get, list, watch]\n",
 		// Another kind renders ConfigMaps with the operator's identity.
-		"- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [" + strings.Join(manage, ", ") + "]\n",
-		"- apiGroups: [\"\"]\n  resources: [serviceaccounts]\n  resourceNames: [site-deployer]\n  verbs: [impersonate, get, list, watch]\n",
-	} {
-		if !strings.Contains(role, want) {
-			t.Errorf("the role lacks\n%s\nin\n%s", want, role)
-		}
-	}
+		"- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: ["+strings.Join(manage, ", ")+"]\n",
+		"- apiGroups: [\"\"]\n  resources: [serviceaccounts]\n  resourceNames: [site-deployer]\n  verbs: [impersonate, get, list, watch]\n")
 	if n := strings.Count(role, "serviceaccounts"); n != 1 {
 		t.Errorf("serviceaccounts appear %d times:\n%s", n, role)
 	}
@@ -302,16 +292,21 @@ func TestATenantKindLeavesTheWritesToItsServiceAccount(t *testing.T) {
 		t.Errorf("a role without tenant kinds grants ServiceAccount rights:\n%s", own)
 	}
 	deployer := string(DeployerRole(tenantKind))
-	for _, want := range []string{
+	mustContain(t, "the deployer role", deployer,
 		"  name: site-deployer-role\n",
-		"- apiGroups: [apps]\n  resources: [deployments]\n  verbs: [" + strings.Join(manage, ", ") + "]\n",
-		"- apiGroups: [web.example.com]\n  resources: [sites/finalizers]\n  verbs: [update]\n",
-	} {
-		if !strings.Contains(deployer, want) {
-			t.Errorf("the deployer role lacks\n%s\nin\n%s", want, deployer)
-		}
-	}
+		"- apiGroups: [apps]\n  resources: [deployments]\n  verbs: ["+strings.Join(manage, ", ")+"]\n",
+		"- apiGroups: [web.example.com]\n  resources: [sites/finalizers]\n  verbs: [update]\n")
 	if strings.Contains(deployer, "aggregate-to") || strings.Contains(deployer, "secrets") {
 		t.Errorf("the deployer role is aggregated or reaches the release records:\n%s", deployer)
+	}
+}
+
+// mustContain reports each of wants that text (named what) lacks.
+func mustContain(t *testing.T, what, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks\n%s\nin\n%s", what, want, text)
+		}
 	}
 }
