@@ -71,6 +71,8 @@ func (w *statusWriter) Update(ctx context.Context, obj client.Object, opts ...cl
 	unstructured.RemoveNestedField(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
 	if cached := w.k.cachedAt(ctx, u); cached != nil {
 		carryOver(cached, u)
+		// Only a plain write of the stored status is known to change nothing: options (a dry
+		// run, a field manager) give the write another meaning, and it is sent as asked.
 		if sameStatus(cached, u) && len(opts) == 0 {
 			return nil
 		}
