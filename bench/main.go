@@ -22,6 +22,8 @@
 //	                at all Deployed (live heap); the report says where both go by package
 //	BASELINE=path   results.json of a run at a tenth of N: the goal table compares this
 //	                operator's peak RSS with it
+//	METRICS_FILTER=0  skip comparing /metrics under --metrics-secure with this operator's filter
+//	                and with controller-runtime's (bin/myproxy-operator-crmetricsfilter)
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);
 //	                the report says which subjects were kept from when
@@ -68,6 +70,7 @@ type settings struct {
 	keep             bool     // keep the last results of subjects not run
 	profile          bool     // profile this operator while it converges
 	baseline         string   // results.json of a run at a smaller N
+	metricsFilter    bool     // compare this operator's metrics filter with controller-runtime's
 }
 
 func main() {
@@ -108,6 +111,7 @@ func loadSettings() (settings, error) {
 	s.keep = os.Getenv("KEEP") == "1"
 	s.profile = os.Getenv("PROFILE") == "1"
 	s.baseline = os.Getenv("BASELINE")
+	s.metricsFilter = os.Getenv("METRICS_FILTER") != "0"
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -184,6 +188,11 @@ func run() error {
 			rep.sortFleet()
 		}
 	}
+	if slices.Contains(s.subjects, "myproxy-operator") && s.metricsFilter {
+		if rep.MetricsFilter, err = benchMetricsFilter(ctx, s, c); err != nil {
+			return fmt.Errorf("metrics filter: %w", err)
+		}
+	}
 	if s.baseline != "" {
 		if err := rep.baselineFrom(s.baseline); err != nil {
 			return err
@@ -245,6 +254,9 @@ func (r *report) keepFrom(path string, running []string) error {
 		if !runs[m.Subject] {
 			r.Memory = append(r.Memory, m)
 		}
+	}
+	if !runs[subjectOurs] {
+		r.MetricsFilter = last.MetricsFilter
 	}
 	r.sortFleet()
 	return nil

@@ -35,7 +35,6 @@ import (
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/metricsauth"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
@@ -112,7 +111,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	metrics := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.MetricsSecure}
 	if o.MetricsSecure {
 		// Only callers that the apiserver authenticates and authorises (get on /metrics) may scrape.
-		metrics.FilterProvider = metricsauth.WithAuthenticationAndAuthorization
+		metrics.FilterProvider = metricsFilter
 	}
 	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
 	var fencedLock resourcelock.Interface // nil without leader election
