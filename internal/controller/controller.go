@@ -28,6 +28,7 @@ import (
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/finalizername"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/keepstatus"
 	"github.com/example/myproxy-operator/internal/options"
@@ -220,8 +221,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
-		// Its status writes keep the fields the status controller owns (internal/keepstatus).
-		reconciler.WithClient(keepstatus.Client(mgr.GetClient(), mgr.GetCache(), w.GroupVersionKind)),
+		// Its status writes keep the fields the status controller owns (internal/keepstatus), and
+		// its finalizer is stored under operator-sdk's name (internal/finalizername).
+		reconciler.WithClient(finalizername.Client(keepstatus.Client(mgr.GetClient(), mgr.GetCache(), w.GroupVersionKind), w.GroupVersionKind)),
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),

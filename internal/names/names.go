@@ -73,3 +73,12 @@ const (
 	// release's manifest; the operator leaves it out of status (internal/keepstatus).
 	DeployedReleaseManifest = "manifest"
 )
+
+// The uninstall finalizer. helm-operator-plugins' reconciler works with ReconcilerFinalizer, a
+// name that is not domain-qualified (the apiserver warns about it); custom resources store
+// UninstallFinalizer instead, the name operator-sdk's helm-operator uses, so that resources
+// move between the two operators in either direction (internal/finalizername).
+const (
+	UninstallFinalizer  = "helm.sdk.operatorframework.io/uninstall-release"
+	ReconcilerFinalizer = "uninstall-helm-release"
+)

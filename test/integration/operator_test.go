@@ -16,12 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
 const (
 	timeout   = 60 * time.Second
-	finalizer = "uninstall-helm-release"
+	finalizer = names.UninstallFinalizer
 )
 
 // startOperator starts the operator with a watches file for w and extra environment.
