@@ -33,11 +33,12 @@ type StackOptions struct {
 //     wait and the unlocking below, with the error the reconciler will see;
 //   - UninstallWaiting holds an uninstall until the release's objects are gone when the custom
 //     resource asks for it (uninstall-wait); it reads the release through Unlocked;
+//   - HooksUninstalled deletes a release's hook objects after each uninstall below it;
 //   - Unlocked repairs a release left pending by an interrupted action before anything reads it;
 //   - base, the plugins' action clients (chosen per custom resource by RollbackChoice).
 func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.ActionClientGetter {
 	unlocked := Unlocked(base, o.Recorder, o.Unlock)
-	waiting := UninstallWaiting(unlocked)
+	waiting := UninstallWaiting(HooksUninstalled(unlocked))
 	observed := Observed(waiting, Events{Recorder: o.Recorder}, o.Metrics)
 	return Claimed(Digested(observed, o.Digest), o.Shard, o.Claims, o.Writer, o.Running)
 }
