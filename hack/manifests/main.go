@@ -15,7 +15,10 @@ func main() {
 	watches := flag.String("watches", "watches.yaml", "the watches file")
 	config := flag.String("config", "config", "the kustomize config directory to write into")
 	flag.Parse()
-	files, err := manifestgen.Generate(*watches)
+	files, notes, err := manifestgen.Generate(*watches)
+	for _, note := range notes {
+		fmt.Println("manifests:", note)
+	}
 	if err == nil {
 		err = manifestgen.Write(*config, files)
 	}

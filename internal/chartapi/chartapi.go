@@ -33,6 +33,10 @@ type Kind struct {
 	Status         Status          `yaml:"status"`
 	// Checks are what values must satisfy beyond the schema, against other objects.
 	Checks []Check `yaml:"checks"`
+	// SpecSchema chooses where the CRD's spec schema comes from: SpecFromValuesSchema (the
+	// default for a chart that has a values.schema.json), SpecInferred (from values.yaml; the
+	// default for one that has none) or SpecOpen (any spec, as operator-sdk writes it).
+	SpecSchema string `yaml:"specSchema"`
 
 	// File is the path the declaration was read from ("" when the chart has none).
 	File string `yaml:"-"`
@@ -186,6 +190,13 @@ func Load(chartDir string) (*Kind, error) {
 	return k, nil
 }
 
+// The sources of a spec schema (Kind.SpecSchema).
+const (
+	SpecFromValuesSchema = "values.schema.json"
+	SpecInferred         = "inferred"
+	SpecOpen             = "open"
+)
+
 var (
 	conditionType = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 	fieldName     = regexp.MustCompile(`^[a-z][A-Za-z0-9]*$`)
@@ -209,6 +220,11 @@ func Parse(raw []byte) (*Kind, error) {
 		return nil, err
 	}
 	var errs []error
+	switch k.SpecSchema {
+	case "", SpecFromValuesSchema, SpecInferred, SpecOpen:
+	default:
+		errs = append(errs, fmt.Errorf("specSchema %q: want %s, %s or %s", k.SpecSchema, SpecFromValuesSchema, SpecInferred, SpecOpen))
+	}
 	for _, name := range k.Status.FieldNames() {
 		f := k.Status.Fields[name]
 		switch {

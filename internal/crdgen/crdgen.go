@@ -31,8 +31,6 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
-var droppedKeywords = []string{"$schema", "$id", "$comment", "title"}
-
 // SpecSchema converts a values.schema.json document into a structural schema for `spec`.
 // keepDefaults lists the paths (like "spec.replicas") whose `default` is kept.
 func SpecSchema(valuesSchema []byte, keepDefaults ...string) (*apiextv1.JSONSchemaProps, error) {
@@ -49,7 +47,10 @@ func SpecSchema(valuesSchema []byte, keepDefaults ...string) (*apiextv1.JSONSche
 			return nil, fmt.Errorf("%s: needs a default in values.schema.json (the scale subresource reads it)", p)
 		}
 	}
-	converted, err := convert(doc, "spec", keep)
+	if doc["type"] == nil {
+		doc["type"] = "object"
+	}
+	converted, err := (&structuralizer{root: doc, keep: keep}).node(doc, "spec")
 	if err != nil {
 		return nil, err
 	}
@@ -62,70 +63,6 @@ func SpecSchema(valuesSchema []byte, keepDefaults ...string) (*apiextv1.JSONSche
 		return nil, fmt.Errorf("converted schema does not fit a CRD schema: %w", err)
 	}
 	return &props, nil
-}
-
-// convert rewrites one schema node (and its children) from JSON Schema into CRD form.
-func convert(node map[string]any, path string, keepDefault map[string]bool) (map[string]any, error) {
-	out := map[string]any{}
-	for k, v := range node {
-		out[k] = v
-	}
-	for _, k := range droppedKeywords {
-		delete(out, k)
-	}
-	if !keepDefault[path] {
-		delete(out, "default")
-	}
-	if ap, ok := out["additionalProperties"].(bool); ok {
-		if ap && out["properties"] == nil {
-			out["x-kubernetes-preserve-unknown-fields"] = true
-		}
-		delete(out, "additionalProperties")
-	}
-	if names, ok := out["propertyNames"]; ok {
-		rule, err := propertyNamesRule(names, path)
-		if err != nil {
-			return nil, err
-		}
-		rules, _ := out["x-kubernetes-validations"].([]any)
-		out["x-kubernetes-validations"] = append(append([]any{}, rules...), rule)
-		delete(out, "propertyNames")
-	}
-	if types, ok := out["type"].([]any); ok {
-		if !isIntOrString(types) {
-			return nil, fmt.Errorf("%s: type %v: a CRD schema allows one type, or [string, integer]", path, types)
-		}
-		delete(out, "type")
-		out["x-kubernetes-int-or-string"] = true
-	}
-	if props, ok := out["properties"].(map[string]any); ok {
-		convertedProps := map[string]any{}
-		for _, name := range sortedKeys(props) {
-			child, ok := props[name].(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("%s.%s: schema must be an object", path, name)
-			}
-			c, err := convert(child, path+"."+name, keepDefault)
-			if err != nil {
-				return nil, err
-			}
-			convertedProps[name] = c
-		}
-		out["properties"] = convertedProps
-	}
-	for _, key := range []string{"items", "additionalProperties"} {
-		if child, ok := out[key].(map[string]any); ok {
-			c, err := convert(child, path+"[]", keepDefault)
-			if err != nil {
-				return nil, err
-			}
-			out[key] = c
-		}
-	}
-	if out["type"] == "object" && out["properties"] == nil && out["additionalProperties"] == nil {
-		out["x-kubernetes-preserve-unknown-fields"] = true
-	}
-	return out, nil
 }
 
 // propertyNamesRule turns a map's propertyNames schema (pattern, minLength, maxLength) into a
@@ -183,14 +120,6 @@ func hasDefault(node map[string]any, path []string) bool {
 	}
 	_, ok := node["default"]
 	return ok
-}
-
-func isIntOrString(types []any) bool {
-	if len(types) != 2 {
-		return false
-	}
-	seen := map[any]bool{types[0]: true, types[1]: true}
-	return seen["string"] && seen["integer"]
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gobuffalo/flect"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,19 +41,12 @@ func Names(gvk schema.GroupVersionKind, k *chartapi.Kind) apiextv1.CustomResourc
 	return n
 }
 
-// Plural is the English plural of a lower-case singular, as kubebuilder forms it for most kinds.
-func Plural(singular string) string {
-	switch {
-	case strings.HasSuffix(singular, "y") && len(singular) > 1 && !strings.ContainsAny(singular[len(singular)-2:len(singular)-1], "aeiou"):
-		return singular[:len(singular)-1] + "ies"
-	case strings.HasSuffix(singular, "s"), strings.HasSuffix(singular, "x"), strings.HasSuffix(singular, "z"),
-		strings.HasSuffix(singular, "ch"), strings.HasSuffix(singular, "sh"):
-		return singular + "es"
-	}
-	return singular + "s"
-}
+// Plural is the plural of a lower-case singular as operator-sdk and kubebuilder form it
+// (flect), so that a project moved here from operator-sdk keeps its resource names.
+func Plural(singular string) string { return flect.Pluralize(singular) }
 
-// Generate returns the CRD of a kind served by a chart with this declaration and values schema.
+// Generate returns the CRD of a kind served by a chart with this declaration and values schema;
+// a nil schema gives an open spec (any fields), as operator-sdk writes it.
 func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, valuesSchema []byte) (*apiextv1.CustomResourceDefinition, error) {
 	names := Names(gvk, k)
 	version := apiextv1.CustomResourceDefinitionVersion{
@@ -71,12 +65,16 @@ func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, valuesSchema []byte
 		}
 		keepDefaults = append(keepDefaults, strings.TrimPrefix(sc.SpecReplicasPath, "."))
 	}
-	spec, err := SpecSchema(valuesSchema, keepDefaults...)
-	if err != nil {
-		return nil, err
+	spec := &apiextv1.JSONSchemaProps{Description: fmt.Sprintf("Spec defines the desired state of %s", gvk.Kind),
+		Type: "object", XPreserveUnknownFields: ptrTrue()}
+	if valuesSchema != nil {
+		var err error
+		if spec, err = SpecSchema(valuesSchema, keepDefaults...); err != nil {
+			return nil, err
+		}
+		// An absent spec is an empty one, so that its stored defaults (replicas) still apply.
+		spec.Default = &apiextv1.JSON{Raw: []byte("{}")}
 	}
-	// An absent spec is an empty one, so that its stored defaults (replicas) still apply.
-	spec.Default = &apiextv1.JSON{Raw: []byte("{}")}
 	description := k.Description
 	if description == "" {
 		description = fmt.Sprintf("%s is run by one Helm release of its chart.", gvk.Kind)

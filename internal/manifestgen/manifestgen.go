@@ -26,7 +26,8 @@ const (
 	CRDDir            = "crd/bases"
 	CRDKustomization  = "crd/kustomization.yaml"
 	ManagerRole       = "rbac/role.yaml"
-	valuesSchemaFile  = "values.schema.json"
+	valuesSchemaFile  = chartapi.SpecFromValuesSchema
+	valuesFile        = "values.yaml"
 	crdKustomizeIntro = "# The CRDs of every watches.yaml entry; generated with bases/ by `make manifests`.\n"
 )
 
@@ -43,53 +44,57 @@ type Kind struct {
 }
 
 // Generate returns the generated files by path below configDir (such as "crd/bases/x.yaml"),
-// after checking every declaration as the operator does at start.
-func Generate(watchesPath string) (map[string][]byte, error) {
+// after checking every declaration as the operator does at start, and a note per kind saying
+// where its spec schema came from and why.
+func Generate(watchesPath string) (files map[string][]byte, notes []string, err error) {
 	ws, err := watchesfile.Load(watchesPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	files := map[string][]byte{}
+	files = map[string][]byte{}
 	seen := map[schema.GroupKind]string{}
 	var kinds []Kind
 	var bases []string
 	for _, w := range ws {
 		gk := w.GroupKind()
 		if other, dup := seen[gk]; dup {
-			return nil, fmt.Errorf("%s: %s is watched twice (versions %s and %s): one version per kind is supported",
+			return nil, nil, fmt.Errorf("%s: %s is watched twice (versions %s and %s): one version per kind is supported",
 				watchesPath, gk, other, w.Version)
 		}
 		seen[gk] = w.Version
 		decl, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		schemaPath := filepath.Join(w.ChartPath, valuesSchemaFile)
-		valuesSchema, err := os.ReadFile(schemaPath)
+		spec, err := specSchemaOf(w.ChartPath, decl.Kind)
 		if err != nil {
-			return nil, fmt.Errorf("%s: a chart served as a kind needs a values.schema.json (it becomes the spec schema): %w", w.ChartPath, err)
+			return nil, nil, err
 		}
-		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, valuesSchema)
+		notes = append(notes, fmt.Sprintf("%s: spec schema %s", w.GroupVersionKind.GroupKind(), spec.why))
+		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.schema)
+		if err == nil {
+			err = crdgen.Validate(crd)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", schemaPath, err)
+			return nil, nil, fmt.Errorf("%s: %w", spec.source, err)
 		}
-		sources := []string{filepath.ToSlash(schemaPath)}
+		sources := []string{filepath.ToSlash(spec.source)}
 		if decl.Kind.File != "" {
 			sources = append(sources, filepath.ToSlash(decl.Kind.File))
 		}
 		raw, err := crdgen.Marshal(crd, sources...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		base := fmt.Sprintf("%s_%s.yaml", w.Group, crd.Spec.Names.Plural)
 		files[filepath.Join(CRDDir, base)] = raw
 		bases = append(bases, "bases/"+base)
 		renderings, err := chartapi.Render(w.ChartPath)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := checkReach(w.ChartPath, w.Reach, renderings); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
 			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings),
@@ -103,12 +108,12 @@ func Generate(watchesPath string) (map[string][]byte, error) {
 	}
 	project, err := Project(projectPath(watchesPath), kinds)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if project != nil {
 		files[ProjectFile] = project
 	}
-	return files, nil
+	return files, notes, nil
 }
 
 // Write writes the generated files below configDir.

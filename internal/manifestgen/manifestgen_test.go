@@ -25,7 +25,7 @@ func inRepo(t *testing.T) {
 // without regenerating fails here.
 func TestCommittedManifestsAreUpToDate(t *testing.T) {
 	inRepo(t)
-	files, err := Generate("watches.yaml")
+	files, _, err := Generate("watches.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestCommittedManifestsAreUpToDate(t *testing.T) {
 // paths, CEL rules, printer columns).
 func TestGeneratedCRDsAreValid(t *testing.T) {
 	inRepo(t)
-	files, err := Generate("watches.yaml")
+	files, _, err := Generate("watches.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestABadDeclarationStopsTheGeneration(t *testing.T) {
 	write(filepath.Join(chart, "kind.yaml"), "status:\n  fields:\n    n:\n      type: string\n      expression: objects.size(\n")
 	watches := filepath.Join(dir, "watches.yaml")
 	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
-	_, err := Generate(watches)
+	_, _, err := Generate(watches)
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(chart, "kind.yaml")+":5: status.fields.n") {
 		t.Fatalf("error %v, want one naming kind.yaml:5", err)
 	}
@@ -110,7 +110,7 @@ func TestABadDeclarationStopsTheGeneration(t *testing.T) {
 	if err := os.Remove(filepath.Join(chart, "kind.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	files, err := Generate(watches)
+	files, _, err := Generate(watches)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestASecondKindGetsItsUserRolesAndProjectEntry(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "PROJECT"), project, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files, err := Generate(filepath.Join(dir, "watches.yaml"))
+	files, _, err := Generate(filepath.Join(dir, "watches.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
 	} {
 		write(watches, entry+tc.reach)
-		files, err := Generate(watches)
+		files, _, err := Generate(watches)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("reach %q: error %v, want %q", tc.reach, err, tc.wantErr)

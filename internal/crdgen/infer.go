@@ -1,0 +1,103 @@
+package crdgen
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// InferSchema writes a values.schema.json for a chart that has none, from its values.yaml: each
+// key gets the type of its default, nested maps and lists are followed, and the comment above
+// a key becomes its description (so `kubectl explain` documents the spec as the chart's
+// values.yaml does). A default that says nothing of its type (an empty map or list, null)
+// keeps its subtree open: the chart accepts anything there. The defaults are kept in the
+// schema (SpecSchema drops them but where the scale subresource needs one).
+func InferSchema(valuesYAML []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(valuesYAML, &doc); err != nil {
+		return nil, fmt.Errorf("values.yaml: %w", err)
+	}
+	root := map[string]any{"type": "object"}
+	if len(doc.Content) > 0 && doc.Content[0].Kind == yaml.MappingNode {
+		root = inferNode(doc.Content[0])
+	}
+	return json.Marshal(root)
+}
+
+func inferNode(n *yaml.Node) map[string]any {
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		if len(n.Content) == 0 {
+			return map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+		}
+		props := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, value := n.Content[i], n.Content[i+1]
+			if key.Value == "<<" { // a YAML merge key: its map's keys are this map's
+				for k, v := range inferNode(value)["properties"].(map[string]any) {
+					props[k] = v
+				}
+				continue
+			}
+			child := inferNode(value)
+			if d := description(key.HeadComment); d != "" {
+				child["description"] = d
+			}
+			props[key.Value] = child
+		}
+		return map[string]any{"type": "object", "properties": props}
+	case yaml.SequenceNode:
+		if len(n.Content) == 0 {
+			return map[string]any{"type": "array", "items": map[string]any{"x-kubernetes-preserve-unknown-fields": true}}
+		}
+		items := inferNode(n.Content[0])
+		for _, more := range n.Content[1:] {
+			items = merge(items, inferNode(more))
+		}
+		return map[string]any{"type": "array", "items": items}
+	case yaml.ScalarNode:
+		var v any
+		if err := n.Decode(&v); err != nil || v == nil {
+			return map[string]any{"x-kubernetes-preserve-unknown-fields": true}
+		}
+		switch x := v.(type) {
+		case bool:
+			return map[string]any{"type": "boolean", "default": x}
+		case int:
+			return map[string]any{"type": "integer", "default": x}
+		case float64:
+			return map[string]any{"type": "number", "default": x}
+		default:
+			return map[string]any{"type": "string", "default": n.Value}
+		}
+	}
+	return map[string]any{"x-kubernetes-preserve-unknown-fields": true}
+}
+
+// helmDocsMarker starts a description in the helm-docs convention ("# -- The image tag.").
+var helmDocsMarker = regexp.MustCompile(`^--\s*(\([^)]*\)\s*)?`)
+
+// description turns the comment block above a key into prose: the comment markers are
+// removed, helm-docs' "-- (type)" prefix too, and the last paragraph is kept (a blank comment
+// line or an unrelated block above it is not about this key).
+func description(comment string) string {
+	var lines []string
+	for _, line := range strings.Split(comment, "\n") {
+		line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "#"))
+		if line == "" {
+			lines = lines[:0]
+			continue
+		}
+		if strings.HasPrefix(line, "@") { // helm-docs annotations (@default, @section)
+			continue
+		}
+		lines = append(lines, helmDocsMarker.ReplaceAllString(line, ""))
+	}
+	return strings.Join(lines, " ")
+}

@@ -1,0 +1,444 @@
+package crdgen
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A CRD schema is an OpenAPI v3.0 subset that the apiserver requires to be structural: every
+// node has one type (or keeps unknown fields, or is int-or-string), an object has properties or
+// additionalProperties, never both, and the logical junctors (allOf, oneOf, anyOf, not) may only
+// repeat what the structure already says. Real values.schema.json files are JSON Schema
+// (draft-07 to 2020-12): references, type lists, junctors that carry structure, and keywords
+// the apiserver does not know. structuralizer turns such a document into the nearest
+// structural schema; whatever it loosens stays checked, because Helm validates the values
+// against the whole values.schema.json at every install and upgrade.
+
+// crdKeywords are the JSON Schema keywords a CRD schema holds; any other keyword is dropped
+// (x-kubernetes-* extensions pass through).
+var crdKeywords = []string{
+	"type", "format", "description", "default", "nullable", "enum",
+	"maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "multipleOf",
+	"maxLength", "minLength", "pattern", "maxItems", "minItems", "maxProperties", "minProperties",
+	"required", "items", "properties", "additionalProperties",
+}
+
+// crdFormats are the string and number formats the apiserver checks; another format is
+// dropped (the apiserver would ignore it, and warn).
+var crdFormats = []string{
+	"bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3",
+	"uuid4", "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor",
+	"byte", "password", "date", "duration", "datetime", "date-time", "int32", "int64", "float", "double",
+}
+
+var scalarTypes = []string{"string", "integer", "number", "boolean"}
+
+type structuralizer struct {
+	root      map[string]any
+	keep      map[string]bool // paths whose default is kept
+	expanding []string        // the $refs being expanded, outermost first
+}
+
+// resolve returns the schema a local reference ("#/definitions/x", "#/$defs/x", any JSON
+// pointer into the document) points at.
+func (s *structuralizer) resolve(ref, path string) (map[string]any, error) {
+	pointer, ok := strings.CutPrefix(ref, "#")
+	if !ok {
+		return nil, fmt.Errorf("%s: $ref %q: only references within values.schema.json (#/definitions/..., #/$defs/...) can be resolved", path, ref)
+	}
+	var node any = s.root
+	for _, token := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		if token == "" {
+			continue
+		}
+		token = strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("%s: $ref %q: no such schema in values.schema.json", path, ref)
+		}
+		if node, ok = m[token]; !ok {
+			return nil, fmt.Errorf("%s: $ref %q: no such schema in values.schema.json", path, ref)
+		}
+	}
+	target, ok := node.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: $ref %q: does not point at a schema object", path, ref)
+	}
+	return target, nil
+}
+
+// flatten returns node with its $ref and allOf folded in: the referenced schema merged under
+// the node's own keywords (JSON Schema 2019+ lets them stand beside $ref), and each allOf
+// member merged into it. A reference to a schema being expanded by this node or an ancestor
+// (a recursive type) makes it an open node (recursive): a structural schema cannot recurse.
+// The references it expands stay on s.expanding; node pops them once its children are done.
+func (s *structuralizer) flatten(node map[string]any, path string) (map[string]any, bool, error) {
+	out := copyMap(node)
+	if ref, ok := out["$ref"].(string); ok {
+		delete(out, "$ref")
+		if slices.Contains(s.expanding, ref) {
+			return nil, true, nil
+		}
+		target, err := s.resolve(ref, path)
+		if err != nil {
+			return nil, false, err
+		}
+		s.expanding = append(s.expanding, ref)
+		flat, recursive, err := s.flatten(target, path)
+		if err != nil || recursive {
+			return nil, recursive, err
+		}
+		out = merge(out, flat)
+	}
+	if all, ok := out["allOf"].([]any); ok {
+		delete(out, "allOf")
+		for i, member := range all {
+			m, ok := member.(map[string]any)
+			if !ok {
+				return nil, false, fmt.Errorf("%s: allOf[%d]: must be a schema object", path, i)
+			}
+			flat, recursive, err := s.flatten(m, path)
+			if err != nil || recursive {
+				return nil, recursive, err
+			}
+			out = merge(out, flat)
+		}
+	}
+	return out, false, nil
+}
+
+// merge returns dst with what src adds: properties merged by name, required and validation
+// rules joined, and any other keyword src has that dst lacks.
+func merge(dst, src map[string]any) map[string]any {
+	out := copyMap(dst)
+	for k, v := range src {
+		switch k {
+		case "properties":
+			props, _ := out[k].(map[string]any)
+			props = copyMap(props)
+			for name, child := range v.(map[string]any) {
+				if have, ok := props[name].(map[string]any); ok {
+					if c, ok := child.(map[string]any); ok {
+						props[name] = merge(have, c)
+						continue
+					}
+				}
+				props[name] = child
+			}
+			out[k] = props
+		case "required", "x-kubernetes-validations":
+			have, _ := out[k].([]any)
+			joined := append([]any{}, have...)
+			for _, item := range v.([]any) {
+				if !slices.Contains(joined, item) || k != "required" {
+					joined = append(joined, item)
+				}
+			}
+			out[k] = joined
+		default:
+			if _, ok := out[k]; !ok {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// alternatives folds oneOf and anyOf into node: a structural schema may not carry structure in
+// them, so node gets every property any alternative has and the types they allow; what picks
+// one alternative (required, enums, patterns) is left to Helm's validation.
+func (s *structuralizer) alternatives(node map[string]any, path string) (map[string]any, error) {
+	out := copyMap(node)
+	var types []string
+	for _, junctor := range []string{"oneOf", "anyOf"} {
+		alts, ok := out[junctor].([]any)
+		if !ok {
+			continue
+		}
+		delete(out, junctor)
+		for i, alt := range alts {
+			m, ok := alt.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("%s: %s[%d]: must be a schema object", path, junctor, i)
+			}
+			flat, recursive, err := s.flatten(m, path)
+			if err != nil {
+				return nil, err
+			}
+			if recursive {
+				types = append(types, "any")
+				continue
+			}
+			if flat, err = s.alternatives(flat, path); err != nil {
+				return nil, err
+			}
+			types = append(types, typesOf(flat)...)
+			structure := map[string]any{}
+			for _, k := range []string{"properties", "items", "additionalProperties", "patternProperties", "x-kubernetes-preserve-unknown-fields"} {
+				if v, ok := flat[k]; ok {
+					structure[k] = v
+				}
+			}
+			out = merge(out, structure)
+		}
+	}
+	if _, typed := out["type"]; !typed && len(types) > 0 {
+		if slices.Contains(types, "any") {
+			out["x-kubernetes-preserve-unknown-fields"] = true
+		} else {
+			slices.Sort(types)
+			list := make([]any, 0, len(types))
+			for _, t := range slices.Compact(types) {
+				list = append(list, t)
+			}
+			out["type"] = list
+		}
+	}
+	delete(out, "not")
+	return out, nil
+}
+
+// typesOf lists the types a schema node allows ("any" when it does not say).
+func typesOf(node map[string]any) []string {
+	switch t := node["type"].(type) {
+	case string:
+		return []string{t}
+	case []any:
+		var out []string
+		for _, x := range t {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	switch {
+	case node["properties"] != nil || node["additionalProperties"] != nil || node["patternProperties"] != nil:
+		return []string{"object"}
+	case node["items"] != nil:
+		return []string{"array"}
+	case node["enum"] != nil || node["const"] != nil:
+		var out []string
+		values, _ := node["enum"].([]any)
+		if c, ok := node["const"]; ok {
+			values = append(values, c)
+		}
+		for _, v := range values {
+			out = append(out, jsonType(v))
+		}
+		return out
+	}
+	return []string{"any"}
+}
+
+func jsonType(v any) string {
+	switch x := v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case float64:
+		if x == float64(int64(x)) {
+			return "integer"
+		}
+		return "number"
+	case int, int64:
+		return "integer"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case nil:
+		return "null"
+	}
+	return "any"
+}
+
+// setType gives node the one type a structural schema wants for the types the source allows:
+// null makes it nullable; string and integer make it int-or-string; integer and number make it
+// a number; anything else keeps unknown fields.
+func setType(node map[string]any, types []string) {
+	delete(node, "type")
+	if slices.Contains(types, "null") {
+		node["nullable"] = true
+		types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "null" })
+	}
+	slices.Sort(types)
+	types = slices.Compact(types)
+	switch {
+	case len(types) == 1 && types[0] != "any":
+		node["type"] = types[0]
+	case slices.Equal(types, []string{"integer", "string"}):
+		node["x-kubernetes-int-or-string"] = true
+	case slices.Equal(types, []string{"integer", "number"}):
+		node["type"] = "number"
+	default:
+		node["x-kubernetes-preserve-unknown-fields"] = true
+	}
+}
+
+// node converts one schema node and its children.
+func (s *structuralizer) node(in map[string]any, path string) (map[string]any, error) {
+	depth := len(s.expanding)
+	defer func() { s.expanding = s.expanding[:depth] }()
+	flat, recursive, err := s.flatten(in, path)
+	if err != nil {
+		return nil, err
+	}
+	if recursive {
+		return map[string]any{"x-kubernetes-preserve-unknown-fields": true}, nil
+	}
+	if flat, err = s.alternatives(flat, path); err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for k, v := range flat {
+		if slices.Contains(crdKeywords, k) || strings.HasPrefix(k, "x-kubernetes-") {
+			out[k] = v
+		}
+	}
+	if out["description"] == nil && flat["title"] != nil {
+		out["description"] = flat["title"]
+	}
+	if !s.keep[path] {
+		delete(out, "default")
+	}
+	if c, ok := flat["const"]; ok && out["enum"] == nil {
+		out["enum"] = []any{c}
+	}
+	if out["x-kubernetes-int-or-string"] != true {
+		setType(out, typesOf(flat))
+	} else {
+		delete(out, "type")
+	}
+	if f, ok := out["format"].(string); ok && !slices.Contains(crdFormats, f) {
+		delete(out, "format")
+	}
+	for _, bound := range []string{"Maximum", "Minimum"} {
+		if v, ok := out["exclusive"+bound].(float64); ok { // draft-06 and later: the bound itself
+			out[strings.ToLower(bound)] = v
+			out["exclusive"+bound] = true
+		}
+	}
+	if names, ok := flat["propertyNames"]; ok {
+		rule, err := propertyNamesRule(names, path)
+		if err != nil {
+			return nil, err
+		}
+		addRule(out, rule)
+	}
+	if err := s.objectStructure(out, flat, path); err != nil {
+		return nil, err
+	}
+	if err := s.arrayStructure(out, flat, path); err != nil {
+		return nil, err
+	}
+	if out["type"] == "object" && out["properties"] == nil && out["additionalProperties"] == nil {
+		out["x-kubernetes-preserve-unknown-fields"] = true
+	}
+	if out["x-kubernetes-preserve-unknown-fields"] == true && out["type"] == nil {
+		// Any value: what constrains a typed value does not apply.
+		for _, k := range []string{"enum", "format", "pattern", "minLength", "maxLength", "minimum", "maximum",
+			"exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "minProperties", "maxProperties", "required"} {
+			delete(out, k)
+		}
+	}
+	return out, nil
+}
+
+// objectStructure converts properties, additionalProperties and patternProperties into the
+// one form a structural object has: named properties (further keys kept unchecked when the
+// source allowed them), or a map of one value schema.
+func (s *structuralizer) objectStructure(out, flat map[string]any, path string) error {
+	props, hasProps := flat["properties"].(map[string]any)
+	extra := flat["additionalProperties"]
+	patterns, _ := flat["patternProperties"].(map[string]any)
+	delete(out, "additionalProperties")
+	if hasProps {
+		converted := map[string]any{}
+		for _, name := range sortedKeys(props) {
+			child, ok := props[name].(map[string]any)
+			if !ok {
+				if b, isBool := props[name].(bool); isBool && b {
+					converted[name] = map[string]any{"x-kubernetes-preserve-unknown-fields": true}
+					continue
+				}
+				return fmt.Errorf("%s.%s: schema must be an object", path, name)
+			}
+			c, err := s.node(child, path+"."+name)
+			if err != nil {
+				return err
+			}
+			converted[name] = c
+		}
+		out["properties"] = converted
+		if len(patterns) > 0 || (extra != nil && extra != false) {
+			out["x-kubernetes-preserve-unknown-fields"] = true
+		}
+		return nil
+	}
+	switch {
+	case len(patterns) == 1 && extra == false:
+		pattern := sortedKeys(patterns)[0]
+		value, _ := patterns[pattern].(map[string]any)
+		c, err := s.node(value, path+"[]")
+		if err != nil {
+			return err
+		}
+		out["additionalProperties"] = c
+		addRule(out, map[string]any{
+			"rule":    "self.all(k, k.matches(" + strconv.Quote(pattern) + "))",
+			"message": fmt.Sprintf("%s: every key must be matching %s", strings.TrimPrefix(path, "spec."), pattern),
+		})
+	case len(patterns) > 0, extra == true:
+		out["x-kubernetes-preserve-unknown-fields"] = true
+	default:
+		if value, ok := extra.(map[string]any); ok {
+			c, err := s.node(value, path+"[]")
+			if err != nil {
+				return err
+			}
+			out["additionalProperties"] = c
+		}
+	}
+	return nil
+}
+
+// arrayStructure gives an array one items schema (a tuple of schemas becomes items of any
+// value) and turns uniqueItems into a set list where the items are scalars.
+func (s *structuralizer) arrayStructure(out, flat map[string]any, path string) error {
+	if out["type"] != "array" {
+		delete(out, "items")
+		return nil
+	}
+	delete(out, "uniqueItems")
+	items, ok := flat["items"].(map[string]any)
+	if !ok {
+		out["items"] = map[string]any{"x-kubernetes-preserve-unknown-fields": true}
+		return nil
+	}
+	c, err := s.node(items, path+"[]")
+	if err != nil {
+		return err
+	}
+	out["items"] = c
+	if flat["uniqueItems"] == true && slices.Contains(scalarTypes, fmt.Sprint(c["type"])) && c["nullable"] == nil {
+		out["x-kubernetes-list-type"] = "set"
+	}
+	return nil
+}
+
+func addRule(node map[string]any, rule map[string]any) {
+	rules, _ := node["x-kubernetes-validations"].([]any)
+	node["x-kubernetes-validations"] = append(append([]any{}, rules...), rule)
+}
+
+func copyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

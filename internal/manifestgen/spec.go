@@ -1,0 +1,58 @@
+package manifestgen
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/crdgen"
+)
+
+// specSchema is where a kind's spec schema comes from: the JSON schema document (nil for an
+// open spec), the file it was made from, and why, for `make manifests` to say.
+type specSchema struct {
+	schema []byte
+	source string
+	why    string
+}
+
+// specSchemaOf chooses a kind's spec schema: kind.yaml's specSchema, else the chart's
+// values.schema.json when it has one, else one inferred from values.yaml.
+func specSchemaOf(chartDir string, k *chartapi.Kind) (specSchema, error) {
+	schemaPath, valuesPath := filepath.Join(chartDir, valuesSchemaFile), filepath.Join(chartDir, valuesFile)
+	choice, chosen := k.SpecSchema, "kind.yaml specSchema: "+k.SpecSchema
+	if choice == "" {
+		choice, chosen = chartapi.SpecInferred, "the chart has no "+valuesSchemaFile
+		if _, err := os.Stat(schemaPath); err == nil {
+			choice, chosen = chartapi.SpecFromValuesSchema, "the chart's own"
+		}
+	}
+	switch choice {
+	case chartapi.SpecOpen:
+		if k.Status.Scale != nil {
+			return specSchema{}, fmt.Errorf("%s: specSchema open: the scale subresource needs a schema with a default at %s", k.File, k.Status.Scale.SpecReplicasPath)
+		}
+		return specSchema{source: valuesPath, why: fmt.Sprintf("open, any spec as operator-sdk writes it (%s)", chosen)}, nil
+	case chartapi.SpecInferred:
+		values, err := os.ReadFile(valuesPath)
+		if errors.Is(err, os.ErrNotExist) {
+			values = nil // a chart without values: an empty spec
+		} else if err != nil {
+			return specSchema{}, err
+		}
+		inferred, err := crdgen.InferSchema(values)
+		if err != nil {
+			return specSchema{}, fmt.Errorf("%s: %w", valuesPath, err)
+		}
+		return specSchema{schema: inferred, source: valuesPath,
+			why: fmt.Sprintf("inferred from %s: the types of its defaults, its comments as descriptions (%s)", valuesPath, chosen)}, nil
+	default:
+		raw, err := os.ReadFile(schemaPath)
+		if err != nil {
+			return specSchema{}, fmt.Errorf("%s: %w", k.File, err)
+		}
+		return specSchema{schema: raw, source: schemaPath, why: fmt.Sprintf("from %s (%s)", schemaPath, chosen)}, nil
+	}
+}
