@@ -1,0 +1,101 @@
+package crdgen
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
+)
+
+// values.yaml as `helm create` writes it, in part, with helm-docs comments and defaults that
+// say nothing of their type.
+const createdValues = `# Default values for demo.
+# This is a YAML-formatted file.
+
+# This will set the replicaset count more information can be found here: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/
+replicaCount: 1
+
+image:
+  repository: nginx
+  # -- (string) Overrides the image tag whose default is the chart appVersion.
+  tag: ""
+  pullPolicy: IfNotPresent
+
+imagePullSecrets: []
+nameOverride: ""
+podAnnotations: {}
+# @default -- none
+ratio: 0.5
+resources: {}
+tolerations: []
+affinity:
+nodeSelector: {}
+service:
+  type: ClusterIP
+  port: 80
+ingress:
+  enabled: false
+  hosts:
+    - host: chart-example.local
+      paths:
+        - path: /
+          pathType: ImplementationSpecific
+`
+
+func TestInferredSchemaFollowsValuesYAML(t *testing.T) {
+	raw, err := InferSchema([]byte(createdValues))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := Generate(schema.GroupVersionKind{Group: "demo.example.com", Version: "v1", Kind: "Demo"}, &chartapi.Kind{}, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(crd); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"])
+	var spec map[string]any
+	if err := json.Unmarshal(js, &spec); err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+	p := "properties."
+	for path, want := range map[string]any{
+		p + "replicaCount": map[string]any{"type": "integer",
+			"description": "This will set the replicaset count more information can be found here: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/"},
+		p + "image.properties.tag":                                      map[string]any{"type": "string", "description": "Overrides the image tag whose default is the chart appVersion."},
+		p + "image.properties.pullPolicy.type":                          "string",
+		p + "imagePullSecrets":                                          map[string]any{"type": "array", "items": map[string]any{"x-kubernetes-preserve-unknown-fields": true}},
+		p + "podAnnotations":                                            open,
+		p + "resources":                                                 open,
+		p + "ratio":                                                     map[string]any{"type": "number"},
+		p + "affinity":                                                  map[string]any{"x-kubernetes-preserve-unknown-fields": true},
+		p + "service.properties.port.type":                              "integer",
+		p + "ingress.properties.enabled.type":                           "boolean",
+		p + "ingress.properties.hosts.items.properties.host.type":       "string",
+		p + "ingress.properties.hosts.items.properties.paths.items.type": "object",
+		"default": map[string]any{},
+	} {
+		if got := at(spec, path); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %s, want %s", path, show(got), show(want))
+		}
+	}
+}
+
+func TestInferredDefaultsServeTheScaleSubresource(t *testing.T) {
+	raw, err := InferSchema([]byte("replicas: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := SpecSchema(raw, "spec.replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := spec.Properties["replicas"].Default; d == nil || string(d.Raw) != "2" {
+		t.Errorf("replicas default %v, want 2 (kept for the scale subresource)", d)
+	}
+}
