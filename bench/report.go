@@ -69,7 +69,7 @@ type report struct {
 	Memory  []memoryResult `json:"memory"`
 	// MetricsFilter compares the builds of this operator with each metrics filter.
 	MetricsFilter []metricsFilterResult `json:"metricsFilter,omitempty"`
-	Targets []targetResult `json:"targets"`
+	Targets       []targetResult        `json:"targets"`
 	// Kept are the subjects whose results come from an earlier run (KEEP=1), with its start.
 	Kept     []string        `json:"kept,omitempty"`
 	Profiles []profileResult `json:"profiles,omitempty"`
