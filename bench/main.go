@@ -24,6 +24,8 @@
 //	                operator's peak RSS with it
 //	METRICS_FILTER=0  skip comparing /metrics under --metrics-secure with this operator's filter
 //	                and with controller-runtime's (bin/myproxy-operator-crmetricsfilter)
+//	FLEET=0         skip the fleet runs: only the memory and metrics filter runs of the subjects
+//	                (with KEEP=1, every fleet result is kept)
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);
 //	                the report says which subjects were kept from when
@@ -71,6 +73,7 @@ type settings struct {
 	profile          bool     // profile this operator while it converges
 	baseline         string   // results.json of a run at a smaller N
 	metricsFilter    bool     // compare this operator's metrics filter with controller-runtime's
+	fleet            bool     // run the fleet of each subject (FLEET=0: only the memory runs)
 }
 
 func main() {
@@ -112,6 +115,7 @@ func loadSettings() (settings, error) {
 	s.profile = os.Getenv("PROFILE") == "1"
 	s.baseline = os.Getenv("BASELINE")
 	s.metricsFilter = os.Getenv("METRICS_FILTER") != "0"
+	s.fleet = os.Getenv("FLEET") != "0"
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -135,11 +139,14 @@ func run() error {
 		Command: fmt.Sprintf("make bench N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d",
 			s.n, s.lookups, s.idle, s.samples, s.stockSamples, s.unrelated)}
 	if s.keep {
-		if err := rep.keepFrom(filepath.Join(s.dir, "results.json"), s.subjects); err != nil {
+		if err := rep.keepFrom(filepath.Join(s.dir, "results.json"), s.subjects, s.fleet); err != nil {
 			return err
 		}
 	}
 	for _, name := range s.subjects {
+		if !s.fleet {
+			break
+		}
 		var res fleetResult
 		started := time.Now()
 		switch name {
@@ -186,6 +193,9 @@ func run() error {
 			rep.Memory = slices.DeleteFunc(rep.Memory, func(k memoryResult) bool { return k.Subject == m.Subject })
 			rep.Memory = append(rep.Memory, m)
 			rep.sortFleet()
+			if err := rep.write(s.dir); err != nil {
+				return err
+			}
 		}
 	}
 	if slices.Contains(s.subjects, "myproxy-operator") && s.metricsFilter {
@@ -219,8 +229,9 @@ func (r *report) sortFleet() {
 	})
 }
 
-// keepFrom takes from the report at path the results of the subjects that will not run now.
-func (r *report) keepFrom(path string, running []string) error {
+// keepFrom takes from the report at path the results of the subjects that will not run now
+// (every fleet result when the fleets do not run).
+func (r *report) keepFrom(path string, running []string, fleets bool) error {
 	last, err := readReport(path)
 	if err != nil {
 		return fmt.Errorf("KEEP=1: %w", err)
@@ -242,7 +253,7 @@ func (r *report) keepFrom(path string, running []string) error {
 		}
 	}
 	for _, f := range last.Fleet {
-		if !runs[f.Subject] {
+		if !runs[f.Subject] || !fleets {
 			if f.Started.IsZero() { // written before results carried their own start
 				f.Started = last.keptSince(f.Subject)
 			}

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -79,7 +81,7 @@ func benchMetricsFilter(ctx context.Context, s settings, c *cluster) ([]metricsF
 		url := fmt.Sprintf("https://127.0.0.1:%d/metrics", s.portBase+90)
 		var codes [3]int
 		for j, token := range []string{allowed, denied, ""} {
-			if codes[j], err = scrape(ctx, url, token); err != nil {
+			if codes[j], err = scrapeOnceServing(ctx, url, token); err != nil {
 				p.stop()
 				return nil, err
 			}
@@ -123,6 +125,19 @@ func scraperToken(ctx context.Context, cs kubernetes.Interface, name string, all
 		return "", err
 	}
 	return tr.Status.Token, nil
+}
+
+// scrapeOnceServing scrapes url once its server listens: the secure metrics server starts
+// after the health probes answer (it makes its certificate first).
+func scrapeOnceServing(ctx context.Context, url, token string) (int, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, err := scrape(ctx, url, token)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) {
+			return code, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // scrape gets url with the bearer token (none if empty) and returns the status code. The
