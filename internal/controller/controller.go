@@ -98,6 +98,8 @@ type shared struct {
 	claims     *shard.Claims
 	running    shard.Liveness
 	claimCache cache.Cache // sharded only
+	// namespaces are the watched namespaces (nil: all).
+	namespaces map[string]cache.Config
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -123,7 +125,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	}
 	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records,
 		absences: releasestore.NewAbsences(recordIndex{records}), shard: o.Shard, claims: shard.NewClaims(),
-		running: p.ShardRunning}
+		running: p.ShardRunning, namespaces: namespaces}
 	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if err != nil {
 		return fmt.Errorf("creating the lookup tracker: %w", err)
@@ -273,7 +275,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	gvk := w.GroupVersionKind
 	statusReconciler := &StatusReconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
 		Gone: func(key types.NamespacedName) {
 			cr := renderinputs.CR{GVK: gvk, NamespacedName: key}
 			memo.Forget(cr)

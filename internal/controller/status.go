@@ -56,6 +56,10 @@ type StatusReconciler struct {
 	Gone func(types.NamespacedName)
 	// Shard is the part of the fleet this process owns: it writes the status of no other's.
 	Shard shard.Shard
+	// Namespaces are the namespaces the operator's caches hold (nil: all). An object of a
+	// release outside them (where watches.yaml's reach lets a chart write) cannot be followed:
+	// Ready names it instead of reading it.
+	Namespaces map[string]cache.Config
 
 	own        status.Own
 	objects    cache.Cache // the manager's cache, unfiltered
@@ -232,7 +236,10 @@ func (r *StatusReconciler) releaseObjects(ctx context.Context, key types.Namespa
 	out := make([]status.ReleaseObject, 0, len(refs))
 	for _, ref := range refs {
 		o := status.ReleaseObject{Ref: ref}
-		if !ref.Opaque() {
+		if _, watched := r.Namespaces[ref.Namespace]; r.Namespaces != nil && ref.Namespace != "" && !watched {
+			o.Unfollowed = true
+		}
+		if !ref.Opaque() && !o.Unfollowed {
 			if err := r.watch(ref.GVK); err != nil {
 				return nil, true, err
 			}

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -102,13 +103,19 @@ func TestReadyFollowsTheKstatusRules(t *testing.T) {
 		Live: map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"name": "j", "generation": int64(1)},
 			"spec":   map[string]any{},
 			"status": map[string]any{"conditions": []any{map[string]any{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}}}}}
+	elsewhere := ReleaseObject{Ref: Ref{GVK: schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+		Namespace: "kube-system", Name: "reader"}, Unfollowed: true}
 	cases := []struct {
 		name     string
 		deployed bool
 		objects  []ReleaseObject
 		status   string
 		reason   string
+		message  string // a part of it
 	}{
+		{name: "an object outside the watched namespaces is named, not waited for", deployed: true,
+			objects: []ReleaseObject{configMap, elsewhere}, status: "True", reason: names.ReasonObjectsReady,
+			message: "1 of 2 objects ready; not followed, outside the namespaces the operator watches (WATCH_NAMESPACE): RoleBinding kube-system/reader"},
 		{name: "not deployed", deployed: false, objects: []ReleaseObject{configMap}, status: "False", reason: names.ReasonNotDeployed},
 		{name: "all current", deployed: true, objects: []ReleaseObject{configMap, secret, deploymentObject(2, 3)}, status: "True", reason: names.ReasonObjectsReady},
 		{name: "rolling out", deployed: true, objects: []ReleaseObject{configMap, deploymentObject(1, 3)}, status: "False", reason: names.ReasonObjectsInProgress},
@@ -119,8 +126,8 @@ func TestReadyFollowsTheKstatusRules(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Ready(tc.deployed, tc.objects)
-			if got.Status != tc.status || got.Reason != tc.reason {
-				t.Errorf("Ready = %+v, want %s/%s", got, tc.status, tc.reason)
+			if got.Status != tc.status || got.Reason != tc.reason || !strings.Contains(got.Message, tc.message) {
+				t.Errorf("Ready = %+v, want %s/%s with %q", got, tc.status, tc.reason, tc.message)
 			}
 		})
 	}

@@ -19,15 +19,21 @@ const maxListed = 5
 // Flux and kpt use): Deployments rolled out with their replicas available, StatefulSets and
 // DaemonSets updated and ready, Jobs complete, PVCs bound, LoadBalancer Services with an
 // address, and any kind with a Ready condition or an observedGeneration behind its generation
-// judged by them. An object of the release that is missing from the cluster is not ready.
+// judged by them. An object of the release that is missing from the cluster is not ready. An
+// object outside the namespaces the operator watches cannot be read: it is named as not
+// followed, and does not hold Ready back.
 func Ready(isDeployed bool, objects []ReleaseObject) chartapi.ConditionValue {
 	c := chartapi.ConditionValue{Type: names.ConditionReady}
 	if !isDeployed {
 		c.Status, c.Reason, c.Message = "False", names.ReasonNotDeployed, "the release is not deployed (see the Deployed condition)"
 		return c
 	}
-	var failed, waiting []string
+	var failed, waiting, unfollowed []string
 	for _, o := range objects {
+		if o.Unfollowed {
+			unfollowed = append(unfollowed, o.Ref.GVK.Kind+" "+o.Ref.Namespace+"/"+o.Ref.Name)
+			continue
+		}
 		status, message := objectStatus(o)
 		switch status {
 		case kstatus.CurrentStatus:
@@ -44,7 +50,10 @@ func Ready(isDeployed bool, objects []ReleaseObject) chartapi.ConditionValue {
 	case len(waiting) > 0:
 		c.Status, c.Reason, c.Message = "False", names.ReasonObjectsInProgress, listed(waiting)
 	default:
-		c.Status, c.Reason, c.Message = "True", names.ReasonObjectsReady, fmt.Sprintf("%d of %d objects ready", len(objects), len(objects))
+		c.Status, c.Reason, c.Message = "True", names.ReasonObjectsReady, fmt.Sprintf("%d of %d objects ready", len(objects)-len(unfollowed), len(objects))
+	}
+	if len(unfollowed) > 0 {
+		c.Message += "; not followed, outside the namespaces the operator watches (WATCH_NAMESPACE): " + listed(unfollowed)
 	}
 	return c
 }

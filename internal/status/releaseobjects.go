@@ -32,6 +32,9 @@ func (r Ref) Opaque() bool { return r.GVK.Group == "" && r.GVK.Kind == "Secret" 
 type ReleaseObject struct {
 	Ref  Ref
 	Live map[string]any
+	// Unfollowed: the object is outside the namespaces the operator watches, so its live state
+	// is unknown (Live is nil) and no change of it wakes a reconcile.
+	Unfollowed bool
 }
 
 // ManifestRefs parses release manifests into the objects they create, remembering the result
