@@ -205,3 +205,72 @@ func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*Compiled, error
 	}
 	return c, nil
 }
+
+// SwitchedOn renders the chart offline with every boolean value switched on: each boolean of
+// its default values and each boolean property of its values.schema.json set to true (an
+// `enabled: false` PodDisruptionBudget, Ingress or ServiceMonitor). Whoever may create a custom
+// resource may switch them on, so `make manifests` grants what this rendering holds too. A
+// chart whose switches exclude each other fails here; the error says so.
+func SwitchedOn(chartDir string) (Rendering, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return Rendering{}, err
+	}
+	vals := map[string]any{}
+	switchOn(ch.Values, vals)
+	if ch.Schema != nil {
+		var doc map[string]any
+		if err := yaml.Unmarshal(ch.Schema, &doc); err == nil {
+			switchOnSchema(doc, vals)
+		}
+	}
+	objs, lookedUp, err := render(ch, vals)
+	if err != nil {
+		return Rendering{}, fmt.Errorf("rendering %s with every boolean value true: %w", chartDir, err)
+	}
+	return Rendering{ValuesFile: "every boolean value true", Values: vals, Objects: objs, LookedUp: lookedUp}, nil
+}
+
+// switchOn sets in out every boolean of defaults (at the same path) to true.
+func switchOn(defaults, out map[string]any) {
+	for k, v := range defaults {
+		switch x := v.(type) {
+		case bool:
+			out[k] = true
+		case map[string]any:
+			child, _ := out[k].(map[string]any)
+			if child == nil {
+				child = map[string]any{}
+			}
+			switchOn(x, child)
+			if len(child) > 0 {
+				out[k] = child
+			}
+		}
+	}
+}
+
+// switchOnSchema sets in out every boolean property of the schema node (objects followed
+// through properties) to true.
+func switchOnSchema(node, out map[string]any) {
+	props, _ := node["properties"].(map[string]any)
+	for k, v := range props {
+		child, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		switch child["type"] {
+		case "boolean":
+			out[k] = true
+		case "object":
+			sub, _ := out[k].(map[string]any)
+			if sub == nil {
+				sub = map[string]any{}
+			}
+			switchOnSchema(child, sub)
+			if len(sub) > 0 {
+				out[k] = sub
+			}
+		}
+	}
+}

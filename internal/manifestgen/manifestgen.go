@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,7 +29,7 @@ const (
 	ManagerRole       = "rbac/role.yaml"
 	valuesSchemaFile  = chartapi.SpecFromValuesSchema
 	valuesFile        = "values.yaml"
-	crdKustomizeIntro = "# The CRDs of every watches.yaml entry; generated with bases/ by `make manifests`.\n"
+	crdKustomizeIntro = "# The CRDs of every watches.yaml entry and of its chart's crds/ folders; generated with bases/ by `make manifests`.\n"
 )
 
 // Kind is one generated kind.
@@ -39,6 +40,8 @@ type Kind struct {
 	Namespaced bool
 	Rendered   []schema.GroupVersionKind // what its chart renders
 	LookedUp   []schema.GroupVersionKind // what its templates read with lookup
+	// Grants are what its chart's Roles and ClusterRoles grant: whoever creates them must hold it.
+	Grants []rule
 	// ServiceAccount is the one its releases run as (watches.yaml serviceAccountName), or "".
 	ServiceAccount string
 }
@@ -70,7 +73,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		if err != nil {
 			return nil, nil, err
 		}
-		notes = append(notes, fmt.Sprintf("%s: spec schema %s", w.GroupVersionKind.GroupKind(), spec.why))
+		notes = append(notes, fmt.Sprintf("%s: spec schema %s", gk, spec.why))
 		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.schema)
 		if err == nil {
 			err = crdgen.Validate(crd)
@@ -89,6 +92,18 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		base := fmt.Sprintf("%s_%s.yaml", w.Group, crd.Spec.Names.Plural)
 		files[filepath.Join(CRDDir, base)] = raw
 		bases = append(bases, "bases/"+base)
+		own, err := chartCRDs(w.ChartPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		for name, raw := range own {
+			path := filepath.Join(CRDDir, name)
+			if _, dup := files[path]; dup {
+				return nil, nil, fmt.Errorf("%s: its crds/ folder defines %s, which another kind or chart already does", w.ChartPath, name)
+			}
+			files[path] = raw
+			bases = append(bases, "bases/"+name)
+		}
 		renderings, err := chartapi.Render(w.ChartPath)
 		if err != nil {
 			return nil, nil, err
@@ -96,9 +111,24 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		if err := checkReach(w.ChartPath, w.Reach, renderings); err != nil {
 			return nil, nil, err
 		}
+		// The RBAC covers what a tenant may switch on, beyond the renderings checked above.
+		granted := renderings
+		if on, err := chartapi.SwitchedOn(w.ChartPath); err != nil {
+			notes = append(notes, fmt.Sprintf("%s: RBAC covers the default values and ci/*-values.yaml only: %v", gk, err))
+		} else {
+			on, refused := withinReach(w.Reach, on)
+			for _, err := range refused {
+				notes = append(notes, fmt.Sprintf("%s: with every boolean value true: %v: no right granted for it", gk, err))
+			}
+			granted = append(slices.Clone(renderings), on)
+		}
+		grants, grantNotes := chartGrants(granted)
+		for _, n := range grantNotes {
+			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
+		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
-			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(renderings),
-			LookedUp: chartapi.LookedUp(renderings), ServiceAccount: w.ServiceAccountName})
+			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(granted),
+			LookedUp: chartapi.LookedUp(granted), Grants: grants, ServiceAccount: w.ServiceAccountName})
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")

@@ -44,20 +44,7 @@ func init() {
 func checkReach(chartPath string, p reach.Policy, renderings []chartapi.Rendering) error {
 	for _, r := range renderings {
 		for _, o := range r.Objects {
-			apiVersion, _ := o["apiVersion"].(string)
-			kind, _ := o["kind"].(string)
-			gk := schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind()
-			meta, _ := o["metadata"].(map[string]any)
-			name, _ := meta["name"].(string)
-			ns, _ := meta["namespace"].(string)
-			obj := reach.Object{GroupKind: gk, Namespaced: !clusterScoped[gk], Namespace: ns, Name: name}
-			if obj.Namespaced && ns == "" {
-				obj.Namespace = chartapi.SampleNamespace // Helm puts it in the release's namespace
-			}
-			if !obj.Namespaced {
-				obj.Namespace = ""
-			}
-			if err := p.Write(chartapi.SampleNamespace, obj); err != nil {
+			if err := reachOf(p, o); err != nil {
 				values := "the default values"
 				if r.ValuesFile != "" {
 					values = r.ValuesFile
@@ -67,4 +54,38 @@ func checkReach(chartPath string, p reach.Policy, renderings []chartapi.Renderin
 		}
 	}
 	return nil
+}
+
+// withinReach returns r with only the objects the watch allows, and an error per object left
+// out: no right is granted for what a release would be refused.
+func withinReach(p reach.Policy, r chartapi.Rendering) (chartapi.Rendering, []error) {
+	var kept []map[string]any
+	var refused []error
+	for _, o := range r.Objects {
+		if err := reachOf(p, o); err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		kept = append(kept, o)
+	}
+	r.Objects = kept
+	return r, refused
+}
+
+// reachOf says whether the watch allows a release to write the rendered object o.
+func reachOf(p reach.Policy, o map[string]any) error {
+	apiVersion, _ := o["apiVersion"].(string)
+	kind, _ := o["kind"].(string)
+	gk := schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind()
+	meta, _ := o["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	ns, _ := meta["namespace"].(string)
+	obj := reach.Object{GroupKind: gk, Namespaced: !clusterScoped[gk], Namespace: ns, Name: name}
+	if obj.Namespaced && ns == "" {
+		obj.Namespace = chartapi.SampleNamespace // Helm puts it in the release's namespace
+	}
+	if !obj.Namespaced {
+		obj.Namespace = ""
+	}
+	return p.Write(chartapi.SampleNamespace, obj)
 }

@@ -91,6 +91,9 @@ func DeployerRole(k Kind) []byte {
 	for _, gvk := range k.LookedUp {
 		merge(rules, resourceRule(gvk, lookupVerbs))
 	}
+	for _, g := range k.Grants {
+		merge(rules, g)
+	}
 	for _, key := range slices.Sorted(maps.Keys(rules)) {
 		rules[key].write(&b)
 	}
