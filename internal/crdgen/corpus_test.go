@@ -2,7 +2,6 @@ package crdgen
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -123,7 +122,7 @@ func TestRealWorldSchemasBecomeValidCRDs(t *testing.T) {
 	}
 }
 
-func show(v any) string { b, _ := json.Marshal(v); return fmt.Sprintf("%s", b) }
+func show(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // Validate is the apiserver's judgement, not a formality: what the conversion exists to avoid
 // is refused by it.

@@ -1,21 +1,32 @@
 // Package crdgen generates the CustomResourceDefinition of a watches.yaml entry from its chart
-// alone: the `spec` schema is the chart's values.schema.json, and the names, rules, printer
-// columns, status schema and scale subresource come from the chart's kind.yaml (internal/chartapi).
+// alone: the `spec` schema comes from the chart's values.schema.json (or, for a chart without
+// one, is inferred from values.yaml: InferSchema), and the names, rules, printer columns,
+// status schema and scale subresource come from the chart's kind.yaml (internal/chartapi).
 // The chart stays the single source of truth for the API, and the apiserver rejects bad input
-// at `kubectl apply`.
+// at `kubectl apply`. Validate runs the apiserver's own CRD validation on the result.
 //
-// JSON Schema and Kubernetes' structural schemas differ; the conversion:
-//   - keywords Kubernetes does not know ($schema, $id, $comment) are dropped;
-//   - `additionalProperties: false` is dropped: structural schemas forbid it, and unknown fields
-//     are rejected anyway by kubectl's strict field validation (and pruned otherwise);
-//   - `type: [string, integer]` becomes `x-kubernetes-int-or-string` (resource quantities);
+// JSON Schema and Kubernetes' structural schemas differ; the conversion (structural.go) keeps
+// every check a CRD can hold and loosens the rest, which Helm still checks against the whole
+// values.schema.json at every install and upgrade:
+//   - local `$ref`s (definitions, $defs, any JSON pointer) are expanded, a recursive one into an
+//     open node; a remote one is refused, naming it; `allOf` members are merged;
+//   - `oneOf`/`anyOf` give the node every property and type of their alternatives; `not` goes;
+//   - a type list becomes one type: null makes it nullable, [string, integer] is
+//     `x-kubernetes-int-or-string`, [integer, number] a number, any other list any value;
+//   - `additionalProperties: false` is dropped (structural schemas forbid it; unknown fields are
+//     refused by kubectl's strict field validation, and pruned otherwise); additional or pattern
+//     properties beside named ones keep unknown fields; one pattern with no other key becomes a
+//     map with a CEL rule on its keys, several keep unknown fields;
 //   - an object with neither properties nor additionalProperties (affinity, tolerations...)
-//     keeps unknown fields (`x-kubernetes-preserve-unknown-fields`);
+//     keeps unknown fields, and a node without a type (nor a way to infer one) takes any value;
+//   - `const` becomes a one-value enum, a numeric exclusiveMinimum/Maximum (draft 6+) the
+//     OpenAPI pair, `uniqueItems` on scalars a set list, a title a description; formats the
+//     apiserver does not check and keywords it does not know are dropped;
 //   - `x-kubernetes-validations` (CEL rules) pass through: JSON Schema validators such as Helm's
 //     ignore unknown keywords, so chart authors write them in values.schema.json;
 //   - `propertyNames` (the keys of a map) becomes a CEL rule on the map: structural schemas
 //     cannot constrain keys, and a key is a value a tenant chooses like any other;
-//   - `default` is dropped: the apiserver would store it in every MyProxy at creation, and a
+//   - `default` is dropped: the apiserver would store it in every resource at creation, and a
 //     later change of the chart's default would never reach existing releases. values.yaml
 //     supplies defaults at render time instead. The one exception is the field the scale
 //     subresource reads (specReplicasPath), which must be stored for `kubectl scale` and HPAs.

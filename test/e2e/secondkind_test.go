@@ -89,6 +89,49 @@ data:
 `,
 }
 
+// demoWatch serves the chart `helm create demo` writes, as it comes: no values.schema.json,
+// no kind.yaml.
+const demoWatch = `
+- group: demo.example.com
+  version: v1
+  kind: Demo
+  chart: helm-charts/demo
+`
+
+// helmCreatedKindRuns applies, in ns, a Demo of the chart `helm create` writes: the spec schema
+// inferred from its values.yaml refuses a wrong type at kubectl apply, a good one becomes
+// Ready (its Deployment available), its test hook is never run, and deleting it leaves nothing.
+func helmCreatedKindRuns(t *testing.T, ns string) {
+	t.Helper()
+	bad := "apiVersion: demo.example.com/v1\nkind: Demo\nmetadata:\n  name: bad\nspec:\n  replicaCount: two\n"
+	out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "apply", "-n", ns, "-f", harness.WriteTemp(t, "bad-*.yaml", []byte(bad)))
+	if err == nil || !strings.Contains(out, "spec.replicaCount") {
+		t.Errorf("a Demo with replicaCount: two was not refused naming the field: %v\n%s", err, out)
+	}
+	if doc := kubectl(t, "explain", "demo.spec.replicaCount"); !strings.Contains(doc, "replicaset count") {
+		t.Errorf("kubectl explain does not show the values.yaml comment:\n%s", doc)
+	}
+	good := "apiVersion: demo.example.com/v1\nkind: Demo\nmetadata:\n  name: web\nspec:\n  replicaCount: 2\n  service: {port: 8080}\n"
+	kubectl(t, "apply", "-n", ns, "-f", harness.WriteTemp(t, "good-*.yaml", []byte(good)))
+	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "demo/web", "--timeout=120s")
+	if got := kubectl(t, "get", "-n", ns, "deployment/web-demo", "-o", "jsonpath={.status.availableReplicas}"); got != "2" {
+		t.Errorf("the Demo's Deployment has %q available replicas, want 2 (from the spec)", got)
+	}
+	if got := kubectl(t, "get", "-n", ns, "service/web-demo", "-o", "jsonpath={.spec.ports[0].port}"); got != "8080" {
+		t.Errorf("the Demo's Service port %q, want 8080 (from the spec)", got)
+	}
+	if left := kubectl(t, "get", "pods", "-n", ns, "--ignore-not-found", "-o", "name", "web-demo-test-connection"); left != "" {
+		t.Errorf("the chart's test hook ran: %s", left)
+	}
+	kubectl(t, "delete", "-n", ns, "demo/web", "--timeout=120s")
+	if left := kubectl(t, "get", "deployments,services,serviceaccounts,secrets", "-n", ns, "-l", "app.kubernetes.io/instance=web", "-o", "name"); left != "" {
+		t.Errorf("deleting the Demo left objects:\n%s", left)
+	}
+	if left := kubectl(t, "get", "secrets", "-n", ns, "-l", "owner=helm,name=web", "-o", "name"); left != "" {
+		t.Errorf("deleting the Demo left release records:\n%s", left)
+	}
+}
+
 const escapeWatch = `
 - group: web.example.com
   version: v1alpha1
@@ -156,7 +199,7 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := watches.WriteString(staticSiteWatch + escapeWatch); err != nil {
+	if _, err := watches.WriteString(staticSiteWatch + escapeWatch + demoWatch); err != nil {
 		t.Fatal(err)
 	}
 	_ = watches.Close()
@@ -169,14 +212,22 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	harness.Run(t, nil, "make", "-C", project, "manifests")
+	harness.Run(t, nil, harness.Tool(t, "HELM", "helm"), "create", filepath.Join(project, "helm-charts", "demo"))
+	notes := harness.Run(t, nil, "make", "-C", project, "manifests")
+	if !strings.Contains(notes, "Demo.demo.example.com: spec schema inferred from") {
+		t.Errorf("make manifests does not say the Demo schema is inferred:\n%s", notes)
+	}
 	for _, generated := range []string{"config/crd/bases/web.example.com_staticsites.yaml", "config/crd/bases/gateway.example.com_myproxies.yaml"} {
 		if _, err := os.Stat(filepath.Join(project, generated)); err != nil {
 			t.Fatalf("make manifests did not write %s: %v", generated, err)
 		}
 	}
-	if role := readFile(t, filepath.Join(project, "config", "rbac", "role.yaml")); !strings.Contains(role, "resources: [staticsites/status]") {
+	role := readFile(t, filepath.Join(project, "config", "rbac", "role.yaml"))
+	if !strings.Contains(role, "resources: [staticsites/status]") {
 		t.Fatalf("make manifests did not grant the new kind:\n%s", role)
+	}
+	if !strings.Contains(role, "resources: [ingresses]") {
+		t.Errorf("make manifests did not grant what the Demo chart renders once a tenant sets ingress.enabled:\n%s", role)
 	}
 
 	env := []string{"KUBECONFIG=" + kubeconfig}
@@ -269,6 +320,10 @@ func TestASecondKindThroughFilesAlone(t *testing.T) {
 		t.Errorf("uninstall left release records:\n%s", left)
 	}
 	kubectl(t, "delete", "-n", ns, "myproxy/"+proxy, "--timeout=120s")
+
+	// A fourth kind, the chart `helm create` writes, in a namespace whose Pod Security allows
+	// its Pods (it sets no securityContext).
+	helmCreatedKindRuns(t, harness.Namespace(t, c, nil))
 
 	// A third kind whose chart tries to leave the namespace writes nothing, and the operator
 	// sends no request that its rights would refuse (the confinement refuses first).
