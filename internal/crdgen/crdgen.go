@@ -10,7 +10,8 @@
 // values.schema.json at every install and upgrade:
 //   - local `$ref`s (definitions, $defs, any JSON pointer) are expanded, a recursive one into an
 //     open node; a remote one is refused, naming it; `allOf` members are merged;
-//   - `oneOf`/`anyOf` give the node every property and type of their alternatives; `not` goes;
+//   - `oneOf`/`anyOf` give the node every property and type of their alternatives, but not the
+//     checks that hold within one alternative (a CRD would refuse what another admits); `not` goes;
 //   - a type list becomes one type: null makes it nullable, [string, integer] is
 //     `x-kubernetes-int-or-string`, [integer, number] a number, any other list any value;
 //   - `additionalProperties: false` is dropped (structural schemas forbid it; unknown fields are

@@ -175,13 +175,12 @@ func (s *structuralizer) alternatives(node map[string]any, path string) (map[str
 				return nil, err
 			}
 			types = append(types, typesOf(flat)...)
-			structure := map[string]any{}
-			for _, k := range []string{"properties", "items", "additionalProperties", "patternProperties", "x-kubernetes-preserve-unknown-fields"} {
-				if v, ok := flat[k]; ok {
-					structure[k] = v
-				}
+			structure, err := s.structureOnly(flat, path)
+			if err != nil {
+				return nil, err
 			}
-			out = merge(out, structure)
+			delete(structure, "type")
+			out = mergeAlternative(out, structure)
 		}
 	}
 	if _, typed := out["type"]; !typed && len(types) > 0 {
@@ -198,6 +197,90 @@ func (s *structuralizer) alternatives(node map[string]any, path string) (map[str
 	}
 	delete(out, "not")
 	return out, nil
+}
+
+// structureOnly is what an alternative of oneOf/anyOf says of the shape of a value: its types,
+// properties, items and maps, its nested references resolved, without the checks that hold
+// only within that alternative (patterns, enums, bounds, required), which would refuse values
+// another alternative admits.
+func (s *structuralizer) structureOnly(node map[string]any, path string) (map[string]any, error) {
+	out := map[string]any{}
+	if types := typesOf(node); !slices.Contains(types, "any") {
+		list := make([]any, 0, len(types))
+		for _, t := range types {
+			list = append(list, t)
+		}
+		out["type"] = list
+	}
+	for _, k := range []string{"description", "nullable", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string"} {
+		if v, ok := node[k]; ok {
+			out[k] = v
+		}
+	}
+	child := func(v any) (any, error) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v, nil
+		}
+		flat, recursive, err := s.flatten(m, path)
+		if err != nil || recursive {
+			return map[string]any{"x-kubernetes-preserve-unknown-fields": true}, err
+		}
+		return s.structureOnly(flat, path)
+	}
+	for _, k := range []string{"items", "additionalProperties"} {
+		if v, ok := node[k]; ok {
+			c, err := child(v)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+	}
+	for _, k := range []string{"properties", "patternProperties"} {
+		props, ok := node[k].(map[string]any)
+		if !ok {
+			continue
+		}
+		converted := map[string]any{}
+		for name, v := range props {
+			c, err := child(v)
+			if err != nil {
+				return nil, err
+			}
+			converted[name] = c
+		}
+		out[k] = converted
+	}
+	return out, nil
+}
+
+// mergeAlternative is merge for the alternatives of oneOf/anyOf: a property two alternatives
+// type differently allows both types.
+func mergeAlternative(dst, src map[string]any) map[string]any {
+	out := merge(dst, src)
+	dp, _ := dst["properties"].(map[string]any)
+	sp, _ := src["properties"].(map[string]any)
+	props, _ := out["properties"].(map[string]any)
+	for name, d := range dp {
+		dm, ok1 := d.(map[string]any)
+		sm, ok2 := sp[name].(map[string]any)
+		if !ok1 || !ok2 {
+			continue
+		}
+		merged := mergeAlternative(dm, sm)
+		if types := append(typesOf(dm), typesOf(sm)...); dm["type"] != nil || sm["type"] != nil {
+			list := make([]any, 0, len(types))
+			for _, t := range types {
+				if !slices.Contains(list, any(t)) {
+					list = append(list, t)
+				}
+			}
+			merged["type"] = list
+		}
+		props[name] = merged
+	}
+	return out
 }
 
 // typesOf lists the types a schema node allows ("any" when it does not say).
