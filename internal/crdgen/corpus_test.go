@@ -100,19 +100,7 @@ func TestRealWorldSchemasBecomeValidCRDs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gvk := schema.GroupVersionKind{Group: "corpus.example.com", Version: "v1", Kind: "Corpus"}
-			crd, err := Generate(gvk, &chartapi.Kind{}, raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := Validate(crd); err != nil {
-				t.Fatal(err)
-			}
-			js, _ := json.Marshal(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"])
-			var spec map[string]any
-			if err := json.Unmarshal(js, &spec); err != nil {
-				t.Fatal(err)
-			}
+			spec := validSpec(t, schema.GroupVersionKind{Group: "corpus.example.com", Version: "v1", Kind: "Corpus"}, raw)
 			for path, w := range want[filepath.Base(file)] {
 				if got := at(spec, path); !reflect.DeepEqual(got, w) {
 					t.Errorf("%s = %s, want %s", path, show(got), show(w))
@@ -120,6 +108,25 @@ func TestRealWorldSchemasBecomeValidCRDs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// validSpec generates the CRD of a values schema, has the apiserver's validation accept it, and
+// returns its spec schema as a map for at.
+func validSpec(t *testing.T, gvk schema.GroupVersionKind, valuesSchema []byte) map[string]any {
+	t.Helper()
+	crd, err := Generate(gvk, &chartapi.Kind{}, valuesSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(crd); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"])
+	var spec map[string]any
+	if err := json.Unmarshal(js, &spec); err != nil {
+		t.Fatal(err)
+	}
+	return spec
 }
 
 func show(v any) string { b, _ := json.Marshal(v); return string(b) }

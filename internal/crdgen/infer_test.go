@@ -1,13 +1,10 @@
 package crdgen
 
 import (
-	"encoding/json"
 	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
 // values.yaml as `helm create` writes it, in part, with helm-docs comments and defaults that
@@ -50,18 +47,7 @@ func TestInferredSchemaFollowsValuesYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := Generate(schema.GroupVersionKind{Group: "demo.example.com", Version: "v1", Kind: "Demo"}, &chartapi.Kind{}, raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Validate(crd); err != nil {
-		t.Fatal(err)
-	}
-	js, _ := json.Marshal(crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"])
-	var spec map[string]any
-	if err := json.Unmarshal(js, &spec); err != nil {
-		t.Fatal(err)
-	}
+	spec := validSpec(t, schema.GroupVersionKind{Group: "demo.example.com", Version: "v1", Kind: "Demo"}, raw)
 	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
 	p := "properties."
 	for path, want := range map[string]any{

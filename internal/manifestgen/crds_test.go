@@ -82,12 +82,7 @@ func TestWhatValuesSwitchOnIsGranted(t *testing.T) {
 	})
 	write(filepath.Join(chart, "values.yaml"), "pdb:\n  enabled: false\nmetrics: {}\n")
 	write(filepath.Join(chart, "values.schema.json"), `{"type":"object","properties":{"metrics":{"type":"object","properties":{"enabled":{"type":"boolean"}}}}}`)
-	watches := filepath.Join(dir, "watches.yaml")
-	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
-	files, notes, err := Generate(watches)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, notes := generateThing(t, dir, chart, write)
 	role := string(files[ManagerRole])
 	for _, resource := range []string{"poddisruptionbudgets", "roles"} {
 		if !strings.Contains(role, "resources: ["+resource+"]") {
@@ -111,12 +106,7 @@ func TestWhatAChartsRolesGrantIsHeld(t *testing.T) {
 			"- apiGroups: [apps]\n  resources: [\"*\"]\n  verbs: [get]\n" +
 			"- apiGroups: [policy]\n  resources: [podsecuritypolicies]\n  verbs: [use]\n",
 	})
-	watches := filepath.Join(dir, "watches.yaml")
-	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
-	files, notes, err := Generate(watches)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, notes := generateThing(t, dir, chart, write)
 	role := string(files[ManagerRole])
 	for _, want := range []string{"resources: [pods]\n  verbs: [get, list]", "resources: [pods/log]\n  verbs: [get, list]",
 		"resources: [podsecuritypolicies]\n  verbs: [use]", "resources: [roles]"} {
@@ -133,4 +123,16 @@ func TestWhatAChartsRolesGrantIsHeld(t *testing.T) {
 	if !strings.Contains(said, "wildcard") || !strings.Contains(said, "escalate") {
 		t.Errorf("notes %q do not say what was left out", notes)
 	}
+}
+
+// generateThing generates the manifests of one kind, Thing, served by chart.
+func generateThing(t *testing.T, dir, chart string, write func(path, content string)) (map[string][]byte, []string) {
+	t.Helper()
+	watches := filepath.Join(dir, "watches.yaml")
+	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
+	files, notes, err := Generate(watches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files, notes
 }

@@ -27,12 +27,25 @@ func TestChartsWithKubeVersionConstraintsInstall(t *testing.T) {
 	if !strings.HasPrefix(v.GitVersion, "v1.") || v.Major != "1" {
 		t.Fatalf("the apiserver reports %+v, want a Kubernetes 1.x release", v)
 	}
-	chart := t.TempDir()
-	for name, content := range map[string]string{
+	chart := writeChart(t, map[string]string{
 		"Chart.yaml": "apiVersion: v2\nname: versioned\nversion: 0.1.0\nkubeVersion: \">=1.21.0-0\"\n",
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n" +
 			"  policy: {{ if semverCompare \">=1.25-0\" .Capabilities.KubeVersion.Version }}policy/v1{{ else }}policy/v1beta1{{ end }}\n",
-	} {
+	})
+	ns := harness.Namespace(t, harness.NewClient(t, cfg), nil)
+	out := harness.Run(t, []string{"KUBECONFIG=" + kubeconfig}, harness.Tool(t, "HELM", "helm"),
+		"install", "versioned", chart, "-n", ns, "--dry-run=server", "-o", "json")
+	if !strings.Contains(out, "policy/v1\\n") && !strings.Contains(out, "policy: policy/v1\\n") {
+		t.Errorf("the version check did not see a current Kubernetes (%s):\n%s", v.GitVersion, out)
+	}
+}
+
+// writeChart writes a chart of these files (paths relative to its directory) into a new
+// directory and returns it.
+func writeChart(t *testing.T, files map[string]string) string {
+	t.Helper()
+	chart := t.TempDir()
+	for name, content := range files {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, name)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -40,10 +53,5 @@ func TestChartsWithKubeVersionConstraintsInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ns := harness.Namespace(t, harness.NewClient(t, cfg), nil)
-	out := harness.Run(t, []string{"KUBECONFIG=" + kubeconfig}, harness.Tool(t, "HELM", "helm"),
-		"install", "versioned", chart, "-n", ns, "--dry-run=server", "-o", "json")
-	if !strings.Contains(out, "policy/v1\\n") && !strings.Contains(out, "policy: policy/v1\\n") {
-		t.Errorf("the version check did not see a current Kubernetes (%s):\n%s", v.GitVersion, out)
-	}
+	return chart
 }

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,20 +42,12 @@ var volumeGVK = schema.GroupVersionKind{Group: "storage.example.com", Version: "
 func TestWhatOnlyTheWholeSchemaRefusesIsAConditionNamingTheField(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	chart := t.TempDir()
-	for name, content := range map[string]string{
+	chart := writeChart(t, map[string]string{
 		"Chart.yaml":         "apiVersion: v2\nname: volume\nversion: 0.1.0\n",
 		"values.yaml":        "storage:\n  type: emptyDir\n",
 		"values.schema.json": storageSchema,
 		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  type: {{ .Values.storage.type | quote }}\n",
-	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(chart, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(chart, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	crd, err := crdgen.Generate(volumeGVK, &chartapi.Kind{}, []byte(storageSchema))
 	if err != nil {
 		t.Fatal(err)
