@@ -19,7 +19,22 @@ type StackOptions struct {
 	Claims  *shard.Claims
 	Writer  client.Writer
 	Running shard.Liveness
+	// Tap, when set, is given each layer's getter, named after its outermost layer (a Layer
+	// constant), as the stack is built from the base up, and what it returns is built on: a
+	// test's view of every boundary. Nil in the operator.
+	Tap func(layer string, g helmclient.ActionClientGetter) helmclient.ActionClientGetter
 }
+
+// The layers of Stack, outermost first, by the names Tap is given.
+const (
+	LayerClaimed          = "Claimed"
+	LayerDigested         = "Digested"
+	LayerObserved         = "Observed"
+	LayerUninstallWaiting = "UninstallWaiting"
+	LayerHooksUninstalled = "HooksUninstalled"
+	LayerUnlocked         = "Unlocked"
+	LayerBase             = "base"
+)
 
 // Stack builds the action clients the reconciler uses from the plugins' (base), in this order,
 // outermost first:
@@ -36,9 +51,18 @@ type StackOptions struct {
 //   - HooksUninstalled deletes a release's hook objects after each uninstall below it;
 //   - Unlocked repairs a release left pending by an interrupted action before anything reads it;
 //   - base, the plugins' action clients (chosen per custom resource by RollbackChoice).
+//
+// test/integration/stack_test.go holds each layer to its promise under the plugins' reconciler.
 func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.ActionClientGetter {
-	unlocked := Unlocked(base, o.Recorder, o.Unlock)
-	waiting := UninstallWaiting(HooksUninstalled(unlocked))
-	observed := Observed(waiting, Events{Recorder: o.Recorder}, o.Metrics)
-	return Claimed(Digested(observed, o.Digest), o.Shard, o.Claims, o.Writer, o.Running)
+	tap := o.Tap
+	if tap == nil {
+		tap = func(_ string, g helmclient.ActionClientGetter) helmclient.ActionClientGetter { return g }
+	}
+	g := tap(LayerBase, base)
+	g = tap(LayerUnlocked, Unlocked(g, o.Recorder, o.Unlock))
+	g = tap(LayerHooksUninstalled, HooksUninstalled(g))
+	g = tap(LayerUninstallWaiting, UninstallWaiting(g))
+	g = tap(LayerObserved, Observed(g, Events{Recorder: o.Recorder}, o.Metrics))
+	g = tap(LayerDigested, Digested(g, o.Digest))
+	return tap(LayerClaimed, Claimed(g, o.Shard, o.Claims, o.Writer, o.Running))
 }

@@ -1,0 +1,563 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
+	"github.com/prometheus/client_golang/prometheus"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	eventrecord "k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/reach"
+	"github.com/example/myproxy-operator/internal/shard"
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// The action-client stack (actionclient.Stack) is a contract, not only an order: each layer
+// makes a promise that holds only where it stands. Here helm-operator-plugins' own reconciler
+// drives the real Stack, in this process against the envtest apiserver, with a probe at every
+// boundary between layers (StackOptions.Tap) and one under the release storage, and each
+// promise is checked from what the probes saw:
+//
+//   - Claimed: every call below it, and every read or write of a release record, happens
+//     while a claim is open, so a handover (Claims.Release) waits for all of them;
+//   - Digested: a dry run it answers reaches no layer below it: no Event, no metric, no
+//     release read beyond the reconciler's own Get;
+//   - Unlocked: no layer but the base ever sees a pending release.
+//
+// Moving any layer breaks one of these.
+
+var probeGVK = schema.GroupVersionKind{Group: "stack.example.com", Version: "v1", Kind: "Probe"}
+
+// call is one action client call a probe saw.
+type call struct {
+	layer   string // the outermost layer of the getter called
+	method  string // Get, History, Install, Upgrade, DryRun, Uninstall, Reconcile
+	pending bool   // a Get or History returned a pending release
+}
+
+// probes records what crosses every boundary of the stack.
+type probes struct {
+	claims  *shard.Claims
+	seeding atomic.Bool // the test itself writes a release record
+	mu      sync.Mutex
+	calls   []call
+	// unclaimed are calls below Claimed and record reads or writes made with no claim open.
+	unclaimed []string
+	storage   int // record reads and writes seen
+}
+
+func (p *probes) saw(c call) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, c)
+	if c.layer != actionclient.LayerClaimed && p.claims.Len() == 0 {
+		p.unclaimed = append(p.unclaimed, c.method+" into "+c.layer)
+	}
+}
+
+func (p *probes) record(op string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.storage++
+	if !p.seeding.Load() && p.claims.Len() == 0 {
+		p.unclaimed = append(p.unclaimed, "release record "+op)
+	}
+}
+
+// since returns the calls seen after the first n.
+func (p *probes) since(n int) []call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]call(nil), p.calls[n:]...)
+}
+
+// idle returns how many calls and record reads or writes were seen, at a moment when no claim
+// is open: every call below Claimed has either ended or not begun (nothing straddles it).
+func (p *probes) idle(t *testing.T) (calls, storage int) {
+	t.Helper()
+	harness.Eventually(t, timeout, "no action in flight", func(context.Context) (bool, string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		calls, storage = len(p.calls), p.storage
+		return p.claims.Len() == 0, "a claim is open"
+	})
+	return calls, storage
+}
+
+func (p *probes) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.calls)
+}
+
+func (p *probes) tap(layer string, g helmclient.ActionClientGetter) helmclient.ActionClientGetter {
+	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
+		ac, err := g.ActionClientFor(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		return &probeClient{ActionInterface: ac, layer: layer, p: p}, nil
+	})
+}
+
+type probeClient struct {
+	helmclient.ActionInterface
+	layer string
+	p     *probes
+}
+
+func pending(rel *release.Release) bool {
+	return rel != nil && rel.Info != nil && rel.Info.Status.IsPending()
+}
+
+func (c *probeClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Get(name, opts...)
+	c.p.saw(call{layer: c.layer, method: "Get", pending: pending(rel)})
+	return rel, err
+}
+
+func (c *probeClient) History(name string, opts ...helmclient.HistoryOption) ([]*release.Release, error) {
+	rels, err := c.ActionInterface.History(name, opts...)
+	seen := call{layer: c.layer, method: "History"}
+	for _, r := range rels {
+		seen.pending = seen.pending || pending(r)
+	}
+	c.p.saw(seen)
+	return rels, err
+}
+
+func (c *probeClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any,
+	opts ...helmclient.InstallOption) (*release.Release, error) {
+	c.p.saw(call{layer: c.layer, method: "Install"})
+	return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+}
+
+func (c *probeClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
+	opts ...helmclient.UpgradeOption) (*release.Release, error) {
+	method := "Upgrade"
+	var u action.Upgrade
+	for _, o := range opts {
+		_ = o(&u)
+	}
+	if u.DryRun {
+		method = "DryRun"
+	}
+	c.p.saw(call{layer: c.layer, method: method})
+	return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+}
+
+func (c *probeClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
+	c.p.saw(call{layer: c.layer, method: "Uninstall"})
+	return c.ActionInterface.Uninstall(name, opts...)
+}
+
+func (c *probeClient) Reconcile(rel *release.Release) error {
+	c.p.saw(call{layer: c.layer, method: "Reconcile"})
+	return c.ActionInterface.Reconcile(rel)
+}
+
+// probedDriver is Helm's release storage, telling the probes of every read and write.
+type probedDriver struct {
+	driver.Driver
+	p *probes
+}
+
+func (d probedDriver) Get(key string) (*release.Release, error) {
+	d.p.record("get")
+	return d.Driver.Get(key)
+}
+
+func (d probedDriver) List(filter func(*release.Release) bool) ([]*release.Release, error) {
+	d.p.record("list")
+	return d.Driver.List(filter)
+}
+
+func (d probedDriver) Query(labels map[string]string) ([]*release.Release, error) {
+	d.p.record("query")
+	return d.Driver.Query(labels)
+}
+
+func (d probedDriver) Create(key string, rls *release.Release) error {
+	d.p.record("create")
+	return d.Driver.Create(key, rls)
+}
+
+func (d probedDriver) Update(key string, rls *release.Release) error {
+	d.p.record("update")
+	return d.Driver.Update(key, rls)
+}
+
+func (d probedDriver) Delete(key string) (*release.Release, error) {
+	d.p.record("delete")
+	return d.Driver.Delete(key)
+}
+
+// events collects what the stack and the reconciler record.
+type events struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (e *events) collect(ch <-chan string) {
+	for ev := range ch {
+		e.mu.Lock()
+		e.reasons = append(e.reasons, ev)
+		e.mu.Unlock()
+	}
+}
+
+func (e *events) since(n int) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.reasons[n:]...)
+}
+
+func (e *events) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.reasons)
+}
+
+// checksCounted is how many "is an upgrade needed?" checks the metrics counted.
+func checksCounted(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() != "myproxy_operator_helm_action_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "action" && l.GetValue() == string(actionclient.Check) {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// stackUnderThePluginsReconciler starts, in this process, helm-operator-plugins' reconciler for
+// Probe in ns with the real Stack over the plugins' action clients, sharded so that Claimed
+// is in it, every boundary probed.
+func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) (*probes, *events, *prometheus.Registry, helmclient.ActionConfigGetter) {
+	t.Helper()
+	mgr, err := manager.New(cfg, manager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &probes{claims: shard.NewClaims()}
+	secrets := helmclient.DefaultSecretsStorageDriver(helmclient.SecretsStorageDriverOpts{})
+	configs, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(),
+		helmclient.StorageDriverMapper(func(ctx context.Context, obj client.Object, rc *rest.Config) (driver.Driver, error) {
+			d, err := secrets(ctx, obj, rc)
+			return probedDriver{Driver: d, p: p}, err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := helmclient.NewActionClientGetter(helmconfig.New(configs, dc, nil, managedlabel.Value, reach.Policy{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := eventrecord.NewFakeRecorder(1000)
+	evs := &events{}
+	go evs.collect(fake.Events)
+	reg := prometheus.NewRegistry()
+	metrics, err := actionclient.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := reconciler.New(
+		reconciler.WithGroupVersionKind(probeGVK),
+		reconciler.WithChart(*chrt),
+		reconciler.SkipDependentWatches(true),
+		reconciler.WithEventRecorder(fake),
+		reconciler.WithActionClientGetter(actionclient.Stack(base, actionclient.StackOptions{
+			Recorder: fake, Metrics: metrics, Unlock: actionclient.SoleWriter{}, // no leader election: pending is abandoned at once
+			Shard: shard.Shard{Name: "a", Fleet: []string{"a"}}, Claims: p.claims, Writer: mgr.GetClient(),
+			Digest: actionclient.DigestOptions{Memo: &actionclient.Memo{}}, Tap: p.tap,
+		})),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return p, evs, reg, configs
+}
+
+func probeCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	open := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "probes.stack.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: probeGVK.Group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "probes", Singular: "probe", Kind: "Probe", ListKind: "ProbeList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: &open}}}},
+		},
+	}
+	if err := c.Create(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), crd) })
+	harness.Eventually(t, timeout, "the Probe CRD served", func(ctx context.Context) (bool, string) {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(probeGVK.GroupVersion().WithKind("ProbeList"))
+		err := c.List(ctx, l)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	probeCRD(t, c)
+	ns := harness.Namespace(t, c, nil)
+	chrt, err := loader.Load(writeChart(t, map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
+		"values.yaml":       "message: hello\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  message: {{ .Values.message | quote }}\n",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, evs, reg, configs := stackUnderThePluginsReconciler(t, ns, chrt)
+	probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"message": "a"}}}
+	probe.SetGroupVersionKind(probeGVK)
+	probe.SetNamespace(ns)
+	probe.SetName("p")
+	patch := func(mergePatch string) {
+		t.Helper()
+		if err := c.Patch(ctx, probe.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(mergePatch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// reconciled waits for a reconcile that began after the first n calls to reach its end: the
+	// drift correction (Reconcile) that ends every reconcile of a deployed, unchanged release.
+	reconciled := func(n int, what string) []call {
+		t.Helper()
+		var seen []call
+		harness.Eventually(t, timeout, what, func(context.Context) (bool, string) {
+			seen = p.since(n)
+			for _, c := range seen {
+				if c.layer == actionclient.LayerBase && c.method == "Reconcile" {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%d calls", len(seen))
+		})
+		return seen
+	}
+	below := func(seen []call, layer string) (methods []string) {
+		order := []string{actionclient.LayerClaimed, actionclient.LayerDigested, actionclient.LayerObserved,
+			actionclient.LayerUninstallWaiting, actionclient.LayerHooksUninstalled, actionclient.LayerUnlocked, actionclient.LayerBase}
+		depth := map[string]int{}
+		for i, l := range order {
+			depth[l] = i
+		}
+		for _, c := range seen {
+			if depth[c.layer] > depth[layer] {
+				methods = append(methods, c.layer+"."+c.method)
+			}
+		}
+		return methods
+	}
+
+	if err := c.Create(ctx, probe.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	reconciled(0, "installed and reconciled once unchanged")
+
+	t.Log("inputs that change but render the same manifest: a real dry run, then answered")
+	n, e, checked := p.count(), evs.count(), checksCounted(t, reg)
+	patch(`{"spec":{"unused":"x"}}`)
+	seen := reconciled(n, "a reconcile of the new inputs")
+	if !contains(below(seen, actionclient.LayerDigested), actionclient.LayerBase+".DryRun") {
+		t.Fatalf("new inputs were not checked with a dry run: %v", seen)
+	}
+	harness.Eventually(t, timeout, "the reconciles of the new inputs over", func(context.Context) (bool, string) {
+		return checksCounted(t, reg) > checked, "no check counted"
+	})
+
+	t.Log("Digested: an answered dry run reaches no layer below it")
+	n, stored := p.idle(t)
+	e, checked = evs.count(), checksCounted(t, reg)
+	patch(`{"metadata":{"annotations":{"poke":"1"}}}`)
+	reconciled(n, "a reconcile of unchanged inputs")
+	end, storedEnd := p.idle(t)
+	seen = p.since(n)[:end-n]
+	for _, m := range below(seen, actionclient.LayerDigested) {
+		if strings.HasSuffix(m, ".DryRun") || strings.HasSuffix(m, ".Upgrade") || strings.HasSuffix(m, ".History") {
+			t.Errorf("an answered dry run reached %s", m)
+		}
+	}
+	// Each base Get is one read of the records; a dry run would read the history again.
+	var gets int
+	for _, c := range seen {
+		gets += b2i(c.layer == actionclient.LayerBase && c.method == "Get")
+	}
+	if reads := storedEnd - stored; reads != gets {
+		t.Errorf("%d release record reads for %d base Gets: an answered dry run read the release", reads, gets)
+	}
+	if got := checksCounted(t, reg); got != checked {
+		t.Errorf("an answered dry run was counted in the metrics (%d checks, %d before)", got, checked)
+	}
+	if got := evs.since(e); len(got) > 0 {
+		t.Errorf("an answered dry run recorded Events: %v", got)
+	}
+
+	t.Log("Unlocked: a pending release is repaired before any other layer reads it")
+	live := probe.DeepCopy()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
+		t.Fatal(err)
+	}
+	seedPending(t, configs, live, p)
+	n, e = p.count(), evs.count()
+	patch(`{"spec":{"message":"b"}}`)
+	harness.Eventually(t, timeout, "upgraded from the repaired release", func(ctx context.Context) (bool, string) {
+		recs := releaseRecords(ctx, t, c, ns, "p")
+		for _, r := range recs {
+			if r.Labels["status"] == string(release.StatusDeployed) && r.Labels["version"] == "2" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d records", len(recs))
+	})
+	seen = p.since(n)
+	var sawPending bool
+	for _, c := range seen {
+		if !c.pending {
+			continue
+		}
+		if c.layer == actionclient.LayerBase {
+			sawPending = true
+		} else {
+			t.Errorf("%s read a pending release: it is above Unlocked", c.layer)
+		}
+	}
+	if !sawPending {
+		t.Errorf("the base never returned the pending release: the scenario did not happen: %v", seen)
+	}
+	if got := evs.since(e); !containsPrefix(got, "Warning "+names.ReasonReleaseUnlocked) {
+		t.Errorf("no %s Event: %v", names.ReasonReleaseUnlocked, got)
+	}
+
+	t.Log("Claimed: a handover waits for every call below it and every record it reads or writes")
+	n = p.count()
+	if err := c.Delete(ctx, probe.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForGone(t, c, probe.DeepCopy(), timeout)
+	if !contains(below(p.since(n), actionclient.LayerClaimed), actionclient.LayerBase+".Uninstall") {
+		t.Errorf("the deletion uninstalled nothing: %v", p.since(n))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.storage == 0 {
+		t.Error("no release record was read or written: the storage probe is not in place")
+	}
+	if len(p.unclaimed) > 0 {
+		t.Errorf("with no claim open (a handover would not wait for them): %v", p.unclaimed)
+	}
+}
+
+// seedPending marks the last revision of obj's release pending-upgrade, as an action killed
+// midway leaves it.
+func seedPending(t *testing.T, configs helmclient.ActionConfigGetter, obj client.Object, p *probes) {
+	t.Helper()
+	p.seeding.Store(true)
+	defer p.seeding.Store(false)
+	ac, err := configs.ActionConfigFor(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := ac.Releases.Last(obj.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel.Info.Status = release.StatusPendingUpgrade
+	if err := ac.Releases.Update(rel); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsPrefix(list []string, prefix string) bool {
+	for _, x := range list {
+		if strings.HasPrefix(x, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
