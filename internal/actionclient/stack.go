@@ -50,7 +50,8 @@ const (
 //     resource asks for it (uninstall-wait); it reads the release through Unlocked;
 //   - HooksUninstalled deletes a release's hook objects after each uninstall below it;
 //   - Unlocked repairs a release left pending by an interrupted action before anything reads it;
-//   - base, the plugins' action clients (chosen per custom resource by RollbackChoice).
+//   - base, the plugins' action clients (chosen per custom resource by RollbackChoice), each
+//     handing Helm a copy of the chart (ChartCopies).
 //
 // test/integration/stack_test.go holds each layer to its promise under the plugins' reconciler.
 func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.ActionClientGetter {

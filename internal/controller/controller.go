@@ -336,5 +336,5 @@ func actionClients(configs helmclient.ActionConfigGetter) (actionclient.Rollback
 	if err != nil {
 		return actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
 	}
-	return actionclient.RollbackChoice{Forced: forced, Unforced: unforced}, nil
+	return actionclient.RollbackChoice{Forced: actionclient.ChartCopies(forced), Unforced: actionclient.ChartCopies(unforced)}, nil
 }
