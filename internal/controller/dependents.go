@@ -30,7 +30,10 @@ import (
 // reconciler.SkipDependentWatches) and keeps their rules: a kind is watched from the first
 // release that renders it, through owner references where the release object can carry one
 // (same namespace, no keep policy) and through the owner annotations otherwise; creates and
-// generic events wake nothing. What differs is the informer: the object cachedobject chooses,
+// generic events wake nothing. Unlike the upstream hook, which watches a kind one way only (the
+// way of the first object of the kind it meets), a kind whose release objects point at their
+// owner both ways (an owned ConfigMap beside a kept one, or one in another namespace) is
+// watched both ways: otherwise the objects of the other way would never wake the reconciler. What differs is the informer: the object cachedobject chooses,
 // typed for the kinds the scheme knows, shared with the status controller, where the upstream
 // hook always asks for an unstructured one.
 //
@@ -43,11 +46,18 @@ type dependentWatches struct {
 
 	mu      sync.Mutex
 	ctrl    reconciler.ControllerSetup
-	watched map[schema.GroupVersionKind]bool
+	watched map[dependentWatch]bool
+}
+
+// dependentWatch is one watch of a kind: through owner references, or through the owner
+// annotations.
+type dependentWatch struct {
+	gvk        schema.GroupVersionKind
+	byOwnerRef bool
 }
 
 func newDependentWatches(scheme *runtime.Scheme, mapper meta.RESTMapper, c cache.Cache) *dependentWatches {
-	return &dependentWatches{scheme: scheme, mapper: mapper, cache: c, watched: map[schema.GroupVersionKind]bool{}}
+	return &dependentWatches{scheme: scheme, mapper: mapper, cache: c, watched: map[dependentWatch]bool{}}
 }
 
 // setup keeps the controller the watches are added to (a reconciler.ControllerSetupFunc).
@@ -84,18 +94,23 @@ func (d *dependentWatches) postHook() hook.PostHook {
 	})
 }
 
-// watch adds the watch of dependent's kind unless there is one. Called with d.mu held.
+// watch adds the watch of dependent's kind, the way dependent points at its owner, unless
+// there is one. Called with d.mu held.
 func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, log logr.Logger) error {
 	gvk := dependent.GroupVersionKind()
-	if gvk.Empty() || d.watched[gvk] {
+	if gvk.Empty() {
 		return nil
 	}
 	byOwnerRef, err := supportsOwnerReference(d.mapper, owner, dependent)
 	if err != nil {
 		return err
 	}
+	key := dependentWatch{gvk: gvk, byOwnerRef: byOwnerRef && !manifestutil.HasResourcePolicyKeep(dependent.GetAnnotations())}
+	if d.watched[key] {
+		return nil
+	}
 	var h handler.EventHandler
-	if byOwnerRef && !manifestutil.HasResourcePolicyKeep(dependent.GetAnnotations()) {
+	if key.byOwnerRef {
 		h = handler.EnqueueRequestForOwner(d.scheme, d.mapper, owner, handler.OnlyControllerOwner())
 	} else {
 		h = &sdkhandler.EnqueueRequestForAnnotation[client.Object]{Type: owner.GroupVersionKind().GroupKind()}
@@ -109,8 +124,9 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 	if err := d.ctrl.Watch(source.Kind(d.cache, cachedobject.New(d.scheme, gvk), h, wake)); err != nil {
 		return err
 	}
-	d.watched[gvk] = true
-	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
+	d.watched[key] = true
+	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind,
+		"byOwnerReference", key.byOwnerRef)
 	return nil
 }
 
