@@ -1,0 +1,466 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/manifestgen"
+	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// The chart corpus (testdata/corpus) side by side: each chart, one construct that real charts
+// use, is served as a kind through files alone (its watches.yaml entry and the CRD make
+// manifests generates from it) by this operator, running with the manager role make manifests
+// generates, and by the stock operator-sdk helm-operator, each in a namespace of its own, and
+// taken through install, upgrade, hand edits of its objects and deletion. After each step the
+// two namespaces must hold the same objects, field for field, but for what
+// deliberateDifferences names.
+
+const corpusGroup = "corpus.example.com"
+
+// sharedNamespace is where the clusterscoped chart puts a ConfigMap, outside the watched
+// namespace of either operator (testdata/corpus/watches.yaml allows it).
+const sharedNamespace = "corpus-shared"
+
+// construct is one chart of the corpus: the custom resource's spec at install and the merge
+// patch of its upgrade, and a hand edit of one of its objects that both operators set back.
+type construct struct {
+	kind    string
+	spec    map[string]any
+	upgrade string
+	// edited is the object a hand edits (GVK, and its name after the release name), and how.
+	edited schema.GroupVersionKind
+	suffix string
+	edit   string
+}
+
+var corpus = []construct{
+	{kind: "Inferred", spec: map[string]any{"message": "hi", "extra": map[string]any{"colour": "blue"}},
+		upgrade: `{"spec":{"count":3}}`,
+		edited:  gvk("", "v1", "ConfigMap"), suffix: "-inferred", edit: `{"data":{"message":"tampered"}}`},
+	{kind: "Schema", spec: map[string]any{"image": map[string]any{"repository": "registry.example.com/web", "tag": nil},
+		"storage": map[string]any{"type": "pvc", "size": "10Gi"}, "annotations": map[string]any{"team": "a", "cost-centre": "b"}},
+		upgrade: `{"spec":{"mode":"strict","storage":{"type":"emptyDir","size":null},"image":{"tag":"v2"}}}`,
+		edited:  gvk("", "v1", "ConfigMap"), suffix: "-schema", edit: `{"data":{"mode":"tampered"}}`},
+	{kind: "Hooks", spec: map[string]any{}, upgrade: `{"spec":{"minAvailable":2}}`,
+		edited: gvk("", "v1", "ConfigMap"), suffix: "-hooks", edit: `{"data":{"minAvailable":"9"}}`},
+	{kind: "Umbrella", spec: map[string]any{"backend": map[string]any{"port": 8081}},
+		upgrade: `{"spec":{"extra":{"enabled":true},"message":"bye"}}`,
+		edited:  gvk("", "v1", "Service"), suffix: "-backend", edit: `{"spec":{"selector":{"app.kubernetes.io/instance":"other"}}}`},
+	{kind: "Crds", spec: map[string]any{"size": 2}, upgrade: `{"spec":{"size":3}}`,
+		edited: gvk("parts.example.com", "v1", "Widget"), suffix: "-widget", edit: `{"spec":{"size":9}}`},
+	{kind: "ClusterScoped", spec: map[string]any{}, upgrade: `{"spec":{"verbs":["get","list"]}}`,
+		edited: gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"), suffix: "", edit: `{"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}]}`},
+	{kind: "Created", spec: map[string]any{"replicaCount": 2}, upgrade: `{"spec":{"service":{"port":8080}}}`,
+		edited: gvk("apps", "v1", "Deployment"), suffix: "", edit: `{"spec":{"replicas":5}}`},
+}
+
+// The kinds whose objects a snapshot reads: everything the corpus renders, or must not render
+// (the test hooks of templates/tests, the helmignored draft).
+var corpusObjectKinds = []schema.GroupVersionKind{
+	gvk("", "v1", "ConfigMap"), gvk("", "v1", "Service"), gvk("", "v1", "ServiceAccount"), gvk("", "v1", "Pod"),
+	gvk("apps", "v1", "Deployment"), gvk("policy", "v1", "PodDisruptionBudget"), gvk("parts.example.com", "v1", "Widget"),
+	gvk("networking.k8s.io", "v1", "Ingress"), gvk("networking.k8s.io", "v1", "NetworkPolicy"), gvk("autoscaling", "v2", "HorizontalPodAutoscaler"),
+}
+
+// deliberateDifferences are the metadata keys in which this operator's objects differ from the
+// stock operator's, and why (docs/migration.md).
+var deliberateDifferences = map[string]string{
+	managedlabel.Key:                      "the label this operator's caches select release objects on (package managedlabel)",
+	"helm.sdk.operatorframework.io/chart": "the label the stock operator's caches select release objects on",
+}
+
+// hookAnnotation marks a Helm hook object. The stock operator gives hook objects an owner
+// reference to their custom resource, for the garbage collector to delete them after it;
+// this operator deletes them itself (actionclient.HooksUninstalled) and gives them none.
+const hookAnnotation = "helm.sh/hook"
+
+// operatorAccount is the ServiceAccount this operator runs as in its namespace: the test's, not
+// a release's.
+const operatorAccount = "corpus-operator"
+
+func gvk(group, version, kind string) schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+}
+
+func corpusCR(kind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk(corpusGroup, "v1", kind))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// corpusProject writes the corpus as a project: its charts, `helm create`'s chart as it comes,
+// and the watches file naming them; then generates what make manifests would and installs its
+// CRDs, as make install would. It returns the watches file and the manager role generated.
+func corpusProject(t *testing.T, c client.Client) (watches string, managerRole []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "test", "integration", "testdata", "corpus"), dir)
+	harness.Run(t, nil, harness.Tool(t, "HELM", "helm"), "create", filepath.Join(dir, "created"))
+	raw, err := os.ReadFile(filepath.Join(dir, "watches.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watches = filepath.Join(dir, "watches.yaml")
+	if err := os.WriteFile(watches, []byte(strings.ReplaceAll(string(raw), "CHARTS", dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, notes, err := manifestgen.Generate(watches)
+	if err != nil {
+		t.Fatalf("make manifests refuses the corpus: %v", err)
+	}
+	for kind, source := range map[string]string{"Inferred": "inferred", "Created": "inferred", "Schema": "values.schema.json"} {
+		prefix := kind + "." + corpusGroup + ": spec schema "
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, prefix) && strings.Contains(n, source) }) {
+			t.Errorf("make manifests does not say %s's spec schema is %s:\n%s", kind, source, strings.Join(notes, "\n"))
+		}
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for path, raw := range files {
+		if filepath.Dir(path) != manifestgen.CRDDir {
+			continue
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(raw, crd); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if err := c.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("%s: %v", path, err)
+		}
+		crds = append(crds, crd)
+	}
+	if len(crds) != len(corpus)+1 {
+		t.Errorf("make manifests wrote %d CRDs, want one per kind and the crds/ folder's Widget", len(crds))
+	}
+	harness.Eventually(t, timeout, "the corpus CRDs served", func(ctx context.Context) (bool, string) {
+		for _, k := range append(slices.Clone(corpus), construct{kind: "Widget"}) {
+			l := &unstructured.UnstructuredList{}
+			l.SetGroupVersionKind(gvk(corpusGroup, "v1", k.kind+"List"))
+			if k.kind == "Widget" {
+				l.SetGroupVersionKind(gvk("parts.example.com", "v1", "WidgetList"))
+			}
+			if err := c.List(ctx, l); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	return watches, files[manifestgen.ManagerRole]
+}
+
+// corpusSubject is one operator serving the corpus in a namespace of its own.
+type corpusSubject struct {
+	name  string
+	stock bool
+	ns    string
+	c     client.Client
+}
+
+// sample is the custom resource's (and its release's) name in every namespace.
+const sample = "sample"
+
+func (s corpusSubject) history(t *testing.T, kind string) []revision {
+	return subject{name: s.name, ns: s.ns, c: s.c, t: t}.history(sample + "-" + strings.ToLower(kind))
+}
+
+// snapshot reads the objects the corpus's releases put in s.ns and the ClusterRoles they own,
+// each reduced to what a chart decides (server-set fields left out, s.ns written as NS), by
+// kind and name.
+func (s corpusSubject) snapshot(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	add := func(u *unstructured.Unstructured) {
+		if u.GetName() == "kube-root-ca.crt" || u.GetName() == operatorAccount || u.GetDeletionTimestamp() != nil {
+			return
+		}
+		key := strings.ReplaceAll(u.GetKind()+" "+u.GetName(), s.ns, "NS")
+		out[key] = strings.ReplaceAll(essence(u), s.ns, "NS")
+	}
+	for _, k := range corpusObjectKinds {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(k.GroupVersion().WithKind(k.Kind + "List"))
+		if err := s.c.List(ctx, l, client.InNamespace(s.ns)); err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			l.Items[i].SetKind(k.Kind)
+			add(&l.Items[i])
+		}
+	}
+	roles := &unstructured.UnstructuredList{}
+	roles.SetGroupVersionKind(gvk("rbac.authorization.k8s.io", "v1", "ClusterRoleList"))
+	if err := s.c.List(ctx, roles); err != nil {
+		return nil, err
+	}
+	for i := range roles.Items {
+		if strings.HasPrefix(roles.Items[i].GetName(), "corpus-"+s.ns+"-") {
+			roles.Items[i].SetKind("ClusterRole")
+			add(&roles.Items[i])
+		}
+	}
+	shared := &unstructured.UnstructuredList{}
+	shared.SetGroupVersionKind(gvk("", "v1", "ConfigMapList"))
+	if err := s.c.List(ctx, shared, client.InNamespace(sharedNamespace)); err != nil {
+		return nil, err
+	}
+	for i := range shared.Items {
+		if strings.HasPrefix(shared.Items[i].GetName(), s.ns+"-") {
+			shared.Items[i].SetKind("ConfigMap")
+			shared.Items[i].SetName(sharedNamespace + "/" + shared.Items[i].GetName())
+			add(&shared.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// essence is an object as its chart decides it: labels and annotations (but for
+// deliberateDifferences), owners by kind and name (but a hook object's), and every field but metadata and status, less
+// what the apiserver fills in (a Service's cluster IPs).
+func essence(u *unstructured.Unstructured) string {
+	o := u.DeepCopy().Object
+	delete(o, "metadata")
+	delete(o, "status")
+	unstructured.RemoveNestedField(o, "spec", "clusterIP")
+	unstructured.RemoveNestedField(o, "spec", "clusterIPs")
+	labels, annots := u.GetLabels(), u.GetAnnotations()
+	for k := range deliberateDifferences {
+		delete(labels, k)
+		delete(annots, k)
+	}
+	var owners []string // of a hook object, not compared (hookAnnotation)
+	if _, hook := annots[hookAnnotation]; !hook {
+		for _, r := range u.GetOwnerReferences() {
+			owners = append(owners, fmt.Sprintf("%s/%s controller=%v", r.Kind, r.Name, r.Controller != nil && *r.Controller))
+		}
+	}
+	for k, m := range map[string]map[string]string{"labels": labels, "annotations": annots} {
+		if len(m) > 0 {
+			o[k] = m
+		}
+	}
+	o["owners"] = owners
+	raw, _ := json.Marshal(o)
+	return string(raw)
+}
+
+// diff lists what differs between two snapshots.
+func diff(a, b map[string]string, aName, bName string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		if bv, ok := b[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: only under %s", k, aName))
+		} else if bv != a[k] {
+			out = append(out, fmt.Sprintf("%s differs:\n  %s: %s\n  %s: %s", k, aName, a[k], bName, bv))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(b)) {
+		if _, ok := a[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: only under %s", k, bName))
+		}
+	}
+	return out
+}
+
+// waitRevision waits until every kind's release is deployed at revision want (the stock
+// operator keeps only the last revisions of a release).
+func (s corpusSubject) waitRevision(t *testing.T, want int) {
+	t.Helper()
+	for _, k := range corpus {
+		harness.Eventually(t, timeout, fmt.Sprintf("%s: %s at revision %d, deployed", s.name, k.kind, want), func(context.Context) (bool, string) {
+			h := s.history(t, k.kind)
+			return len(h) > 0 && h[len(h)-1].Revision == want && h[len(h)-1].Status == "deployed", fmt.Sprintf("history %+v", h)
+		})
+	}
+}
+
+// phases are the steps after which both namespaces are compared.
+var phases = []string{"installed", "upgraded", "hand edits set back", "deleted"}
+
+// runCorpus takes every construct through the phases under s, recording a snapshot after each.
+func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]string) {
+	ctx := context.Background()
+	take := func(phase string) map[string]string {
+		snap, err := s.snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapshots[phase] = snap
+		return snap
+	}
+	name := func(k construct) string { return sample + "-" + strings.ToLower(k.kind) }
+	for _, k := range corpus {
+		u := corpusCR(k.kind, s.ns, name(k))
+		u.Object["spec"] = k.spec
+		if err := s.c.Create(ctx, u); err != nil {
+			t.Fatalf("%s: %v", k.kind, err)
+		}
+	}
+	s.waitRevision(t, 1)
+	harness.Eventually(t, timeout, s.name+": the post-install hook run", func(ctx context.Context) (bool, string) {
+		snap, err := s.snapshot(ctx)
+		return err == nil && snap["PodDisruptionBudget "+sample+"-hooks-hooks"] != "", fmt.Sprint(err)
+	})
+	take(phases[0])
+	if !s.stock {
+		harness.Eventually(t, timeout, "Ready names the object outside the watched namespace", func(ctx context.Context) (bool, string) {
+			u := corpusCR("ClusterScoped", s.ns, sample+"-clusterscoped")
+			if err := s.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+				return false, err.Error()
+			}
+			status, _, msg := harness.Condition(u, names.ConditionReady)
+			return status == "True" && strings.Contains(msg, "not followed") &&
+				strings.Contains(msg, "ConfigMap "+sharedNamespace+"/"+s.ns+"-"+sample+"-clusterscoped"), status + " " + msg
+		})
+	}
+	harness.Eventually(t, timeout, s.name+": NOTES.txt in the Deployed condition", func(ctx context.Context) (bool, string) {
+		u := corpusCR("Inferred", s.ns, name(corpus[0]))
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return false, err.Error()
+		}
+		_, _, msg := harness.Condition(u, names.ConditionDeployed)
+		return strings.TrimSpace(msg) == sample+"-inferred says hi 1 times.", msg
+	})
+
+	for _, k := range corpus {
+		if err := s.c.Patch(ctx, corpusCR(k.kind, s.ns, name(k)), client.RawPatch(types.MergePatchType, []byte(k.upgrade))); err != nil {
+			t.Fatalf("%s: %v", k.kind, err)
+		}
+	}
+	s.waitRevision(t, 2)
+	harness.Eventually(t, timeout, s.name+": the post-upgrade hook run", func(ctx context.Context) (bool, string) {
+		snap, err := s.snapshot(ctx)
+		return err == nil && strings.Contains(snap["PodDisruptionBudget "+sample+"-hooks-hooks"], `"minAvailable":2`), fmt.Sprint(err)
+	})
+	upgraded := take(phases[1])
+
+	for _, k := range corpus {
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(k.edited)
+		obj.SetName(name(k) + k.suffix)
+		if k.edited.Kind == "ClusterRole" {
+			obj.SetName("corpus-" + s.ns + "-" + name(k))
+		} else {
+			obj.SetNamespace(s.ns)
+		}
+		if err := s.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(k.edit))); err != nil {
+			t.Fatalf("%s: editing %s %s: %v", k.kind, k.edited.Kind, obj.GetName(), err)
+		}
+	}
+	// The stock operator sets hand edits back at its resync (a minute by default) at the latest.
+	harness.Eventually(t, 3*time.Minute, s.name+": every hand edit set back", func(ctx context.Context) (bool, string) {
+		snap, err := s.snapshot(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := diff(upgraded, snap, "upgraded", "now")
+		return len(d) == 0, strings.Join(d, "\n")
+	})
+	take(phases[2])
+	s.waitRevision(t, 2) // setting hand edits back is no new revision
+
+	for _, k := range corpus {
+		if err := s.c.Delete(ctx, corpusCR(k.kind, s.ns, name(k))); err != nil {
+			t.Fatalf("%s: %v", k.kind, err)
+		}
+	}
+	for _, k := range corpus {
+		harness.WaitForGone(t, s.c, corpusCR(k.kind, s.ns, name(k)), timeout)
+		if h := s.history(t, k.kind); len(h) != 0 {
+			t.Errorf("%s: %s's release left: %+v", s.name, k.kind, h)
+		}
+	}
+	take(phases[3])
+}
+
+func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
+	c := harness.NewClient(t, cfg)
+	watches, managerRole := corpusProject(t, c)
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sharedNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	stockBin := harness.Tool(t, "HELM_OPERATOR", "helm-operator")
+	subjects := []corpusSubject{{name: "this operator"}, {name: "stock helm-operator", stock: true}}
+	for i := range subjects {
+		s := &subjects[i]
+		s.c, s.ns = c, harness.Namespace(t, c, nil)
+		if s.stock {
+			harness.StartProcess(t, stockBin, []string{"run", "--watches-file=" + watches, "--metrics-bind-address=0",
+				"--health-probe-bind-address=0", "--leader-elect=false"}, "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+s.ns)
+		} else {
+			// As the ServiceAccount make deploy binds to the manager role: what the charts grant
+			// and what their values switch on must be in it.
+			asManager := harness.ServiceAccountKubeconfig(t, c, cfg, s.ns, operatorAccount, managerRole)
+			harness.StartOperator(t, operatorBin, asManager, []string{"--watches-file=" + watches}, "WATCH_NAMESPACE="+s.ns)
+		}
+	}
+	snapshots := make([]map[string]map[string]string, len(subjects))
+	var wg sync.WaitGroup
+	t.Run("subjects", func(t *testing.T) {
+		for i, s := range subjects {
+			snapshots[i] = map[string]map[string]string{}
+			wg.Add(1)
+			t.Run(s.name, func(t *testing.T) {
+				t.Parallel()
+				defer wg.Done()
+				runCorpus(t, s, snapshots[i])
+			})
+		}
+	})
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	ours, stock := snapshots[0], snapshots[1]
+	for _, phase := range phases[:3] {
+		if d := diff(ours[phase], stock[phase], subjects[0].name, subjects[1].name); len(d) > 0 {
+			t.Errorf("%s: the namespaces differ:\n%s", phase, strings.Join(d, "\n"))
+		}
+	}
+	for _, absent := range []string{"ConfigMap " + sample + "-inferred-draft", "ConfigMap " + sample + "-inferred-test",
+		"Pod " + sample + "-created-test-connection"} {
+		if _, ok := ours[phases[0]][absent]; ok {
+			t.Errorf("%s exists: a helmignored template or a test hook was installed", absent)
+		}
+	}
+
+	// Deleted: what Helm keeps stays under both. envtest runs no garbage collector: the stock
+	// operator leaves the hook objects to it (they carry an owner reference to the deleted
+	// resource); this operator deletes them itself, so nothing depends on a collector.
+	kept := "ConfigMap " + sample + "-hooks-kept"
+	hook := "PodDisruptionBudget " + sample + "-hooks-hooks"
+	if got := slices.Sorted(maps.Keys(ours[phases[3]])); !slices.Equal(got, []string{kept}) {
+		t.Errorf("deleted, this operator left %v, want only %s", got, kept)
+	}
+	if got := slices.Sorted(maps.Keys(stock[phases[3]])); !slices.Equal(got, []string{kept, hook}) {
+		t.Errorf("deleted, the stock operator left %v, want %s and %s (for the garbage collector)", got, kept, hook)
+	}
+	pdb := &unstructured.Unstructured{}
+	pdb.SetGroupVersionKind(gvk("policy", "v1", "PodDisruptionBudget"))
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: subjects[1].ns, Name: sample + "-hooks-hooks"}, pdb); err != nil {
+		t.Error(err)
+	} else if refs := pdb.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != sample+"-hooks" {
+		t.Errorf("the hook object the stock operator left has no owner reference to its resource: %v", refs)
+	}
+}
