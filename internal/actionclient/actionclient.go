@@ -1,7 +1,8 @@
-// Package actionclient wraps helm-operator-plugins' Helm action client (its ActionClientGetter
-// seam) so that the outcome of every Helm action the reconciler performs on a custom resource
-// is reported to observers: Kubernetes Events on the resource (events.go) and Prometheus
-// metrics (metrics.go). The upstream reconciler emits almost no Events and no Helm metrics.
+// Package actionclient builds the Helm action clients helm-operator-plugins' reconciler uses,
+// through its ActionClientGetter seam: a stack of layers over the plugins' own clients (Stack,
+// in stack.go, lists them and why each stands where it does). This file holds Observed, which
+// reports the outcome of every Helm action to observers: Kubernetes Events on the resource
+// (events.go) and Prometheus metrics (metrics.go), which the upstream reconciler lacks.
 package actionclient
 
 import (

@@ -1,6 +1,6 @@
 // Package annotations implements the custom resource annotations that users of the stock
 // operator-sdk helm-operator and of helm-operator-plugins know, on every watched kind:
-// the names are theirs, and so are the meanings (see the README's table).
+// the names are theirs, and so are the meanings (docs/configuration.md lists them).
 //
 // The plugins' reconciler applies the install, upgrade and uninstall options itself once it is
 // given the annotation sets (Install, Upgrade, Uninstall); the pause annotation goes through

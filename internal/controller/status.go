@@ -70,7 +70,7 @@ type StatusReconciler struct {
 }
 
 // SetupWithManager registers the controller: it runs when the custom resource, an object of its
-// release, or the Helm reconciler's progress (Observed) changes. selector limits it to the
+// release, or the Helm reconciler's progress (Applied: the generations it has applied) changes. selector limits it to the
 // resources the Helm reconciler takes.
 func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
 	r.own = status.OwnOf(r.Declaration.Kind.Status)

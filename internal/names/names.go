@@ -59,9 +59,6 @@ const (
 	RecordNameLabel  = "name"
 )
 
-// RecordSelector selects Helm's release records among Secrets (a label selector string).
-const RecordSelector = RecordOwnerLabel + "=" + RecordOwnerHelm
-
 // Status fields every kind has. helm-operator-plugins' reconciler writes the first two (its
 // status updater writes status as exactly these); the status controller writes
 // observedGeneration. A chart's kind.yaml may declare none of them.

@@ -46,8 +46,12 @@ func TestMissingTLSSecretRecoversWhenCreated(t *testing.T) {
 		t.Error("a release was installed without its TLS Secret")
 	}
 
-	// Let the backoff grow, then create the Secret: the watch on Secrets retries at once.
-	time.Sleep(3 * time.Second)
+	// Let the backoff grow (its ninth retry is seconds away), then create the Secret: the watch on
+	// Secrets retries at once.
+	harness.Eventually(t, timeout, "nine failed attempts", func(context.Context) (bool, string) {
+		n := eventCount(t, c, ns, "edge", "InvalidSpec")
+		return n >= 9, fmt.Sprintf("%d attempts", n)
+	})
 	created := time.Now()
 	pair := certs.Valid(t, "edge")
 	if err := c.Create(ctx, &corev1.Secret{
@@ -86,14 +90,18 @@ func TestInstallErrorThenFix(t *testing.T) {
 		t.Errorf("ReleaseFailed %s: %q, want InstallError naming nodeSelectorTerms", reason, msg)
 	}
 	harness.WaitForEvent(t, c, ns, "broken", "InstallFailed", timeout)
-	// Retries back off exponentially (5 ms doubling): about 11 attempts in the first 8 s. Events
-	// of the attempts' own objects (release records, rolled-back Services) must not re-trigger
-	// them, or the retries run back to back (dozens in 8 s).
-	time.Sleep(8 * time.Second)
-	if attempts := eventCount(t, c, ns, "broken", "InstallFailed"); attempts > 16 {
-		t.Errorf("%d install attempts in about 8 s: retries do not back off", attempts)
+	// Retries back off exponentially (5 ms doubling): the 11th attempt comes at least 5 s after
+	// the first. Events of the attempts' own objects (release records, rolled-back Services)
+	// must not re-trigger them, or the retries run back to back (11 within a second).
+	first := time.Now()
+	harness.Eventually(t, timeout, "11 install attempts", func(context.Context) (bool, string) {
+		n := eventCount(t, c, ns, "broken", "InstallFailed")
+		return n >= 11, fmt.Sprintf("%d attempts", n)
+	})
+	if took := time.Since(first); took < 4*time.Second {
+		t.Errorf("11 install attempts within %s: retries do not back off", took.Round(time.Millisecond))
 	} else {
-		t.Logf("%d install attempts in about 8 s", attempts)
+		t.Logf("11 install attempts in %s", took.Round(time.Millisecond))
 	}
 	// Each attempt writes a pending revision and removes it on rollback: none lingers.
 	harness.Eventually(t, timeout, "no release revision left by failed installs", func(ctx context.Context) (bool, string) {
@@ -211,10 +219,10 @@ func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
 		t.Errorf("Irreconcilable %s %q does not say what is wrong", st, msg)
 	}
 	// After that many failures the backoff is at its cap (1000 s): no retry comes on its own.
-	time.Sleep(5 * time.Second)
-	if n := failures(); n > total+1 {
-		t.Errorf("%d more failed upgrades within 5 s of the last change: retries have not backed off", n-total)
-	}
+	harness.Consistently(t, 5*time.Second, "no failed upgrade without a change", func(context.Context) (bool, string) {
+		n := failures()
+		return n <= total+1, fmt.Sprintf("%d more failed upgrades since the last change: retries have not backed off", n-total)
+	})
 
 	// The fix deploys from its own event: the backoff is at its cap (1000 s), far beyond the
 	// wait, and no failed attempt comes between the fix and the deployment.
