@@ -34,6 +34,7 @@ import (
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
+	"github.com/example/myproxy-operator/internal/remembered"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/requeue"
 	"github.com/example/myproxy-operator/internal/shard"
@@ -100,6 +101,8 @@ type shared struct {
 	claimCache cache.Cache // sharded only
 	// namespaces are the watched namespaces (nil: all).
 	namespaces map[string]cache.Config
+	// remembered lists every per-resource store, to forget a resource gone.
+	remembered *remembered.Registry
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -138,15 +141,19 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 			return fmt.Errorf("creating the shard claim cache: %w", err)
 		}
 	}
-	t, err := tracked()
-	if err != nil {
+	if sh.remembered, err = remembered.Default(); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	t.track("lookup_followers", "", sh.lookups.Following)
-	t.track("release_states", "", metrics.Len)
-	t.track("own_writes", "", own.Len)
-	t.track("known_releases", "", sh.absences.Len)
-	t.track("shard_claims", "", sh.claims.Len)
+	for _, s := range []remembered.Store{
+		{Map: "lookup_followers", Forget: func(k remembered.Key) { sh.lookups.Forget(renderinputs.CR(k)) }, Len: sh.lookups.Following},
+		{Map: "release_states", Forget: func(k remembered.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
+		{Map: "known_releases", Forget: func(k remembered.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
+		// Entries that go with the write or the handover that made them.
+		{Map: "own_writes", Len: own.Len},
+		{Map: "shard_claims", Len: sh.claims.Len},
+	} {
+		sh.remembered.Add(s)
+	}
 	accounts := map[string]*tenant.Accounts{}
 	for _, w := range ws {
 		name := serviceAccountFor(w, o)
@@ -276,13 +283,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	gvk := w.GroupVersionKind
 	statusReconciler := &StatusReconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
-		Gone: func(key types.NamespacedName) {
-			cr := renderinputs.CR{GVK: gvk, NamespacedName: key}
-			memo.Forget(cr)
-			sh.lookups.Forget(cr)
-			sh.metrics.Forget(key.Namespace, key.Name)
-			sh.absences.Forget(key)
-		}}
+		Gone: func(key types.NamespacedName) { sh.remembered.Forget(remembered.Key{GVK: gvk, NamespacedName: key}) }}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}
@@ -293,23 +294,16 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			return capabilityReader{}, err
 		}
 	}
-	if err := trackMaps(gvk.String(), statusReconciler, memo); err != nil {
-		return capabilityReader{}, err
+	for _, s := range []remembered.Store{
+		{Map: "release_digests", GVK: gvk, Forget: func(k remembered.Key) { memo.Forget(renderinputs.CR(k)) }, Len: memo.Len},
+		{Map: "status_generations", GVK: gvk, Forget: func(k remembered.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
+		// Forgotten with the generations.
+		{Map: "status_manifests", GVK: gvk, Len: applied.Manifests.Size},
+	} {
+		sh.remembered.Add(s)
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
 	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
-}
-
-// trackMaps exports the sizes of one kind's in-memory maps.
-func trackMaps(kind string, st *StatusReconciler, memo *actionclient.Memo) error {
-	t, err := tracked()
-	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
-	}
-	t.track("status_generations", kind, func() int { g, _ := st.Remembered(); return g })
-	t.track("status_manifests", kind, func() int { _, m := st.Remembered(); return m })
-	t.track("release_digests", kind, memo.Len)
-	return nil
 }
 
 // actionClients returns the plugins' action client getter twice: failed upgrades roll back

@@ -51,8 +51,9 @@ type StatusReconciler struct {
 	// MaxConcurrentReconciles is the number of workers (at least 1): a converging fleet's
 	// status must not lag behind its Deployments.
 	MaxConcurrentReconciles int
-	// Gone is told of a resource found deleted, so that what other parts remember of it goes
-	// too (an uninstall forgets it already; a resource can also go without one).
+	// Gone is told of a resource found deleted, so that every store of what is remembered of
+	// it forgets it (package remembered; an uninstall forgets some already, but a resource can
+	// also go without one).
 	Gone func(types.NamespacedName)
 	// Shard is the part of the fleet this process owns: it writes the status of no other's.
 	Shard shard.Shard
@@ -216,12 +217,6 @@ func labelledForAnotherShard(objects []status.ReleaseObject, managed string) boo
 
 func (r *StatusReconciler) forget(key types.NamespacedName) {
 	r.Applied.Forget(key)
-}
-
-// Remembered returns how many resources this controller remembers an applied generation of,
-// and a parsed manifest.
-func (r *StatusReconciler) Remembered() (generations, manifests int) {
-	return r.Applied.Len(), r.Applied.Manifests.Size()
 }
 
 // releaseObjects reads the objects of the deployed release, as the Helm reconciler's post hook
