@@ -193,7 +193,11 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	recorder := mgr.GetEventRecorderFor(name)
-	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(releasestore.Driver(sh.own, sh.absences))}
+	absences := sh.absences // the empty history of a new release answered from the record cache
+	if !o.FastPaths {
+		absences = nil
+	}
+	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(releasestore.Driver(sh.own, absences, o.FastPaths))}
 	if accounts != nil {
 		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(accounts.Name)))
 	}
@@ -246,7 +250,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(), Running: sh.running,
+			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(), Running: sh.running, NoDigests: !o.FastPaths,
 			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo,
 				Stamp: sh.shard.ManagedValue()},
 		})),

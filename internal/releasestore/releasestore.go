@@ -32,8 +32,9 @@ import (
 
 // Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns
 // every record written or deleted through it; absences, if not nil, answers the history reads of
-// releases without a record (absence.go).
-func Driver(own *ownwrites.Registry, absences *Absences) helmclient.ObjectToStorageDriverMapper {
+// releases without a record (absence.go); pooled encodes records with pooled compressors
+// (encode.go), else Helm's Secrets driver does.
+func Driver(own *ownwrites.Registry, absences *Absences, pooled bool) helmclient.ObjectToStorageDriverMapper {
 	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
@@ -44,7 +45,11 @@ func Driver(own *ownwrites.Registry, absences *Absences) helmclient.ObjectToStor
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 		versioned := Versioned(OwnedBy(secrets, obj.GetUID())).(*versioned)
 		versioned.namespace, versioned.own = obj.GetNamespace(), own
-		return wrapAbsences(newPooledSecrets(versioned), absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
+		var d driver.Driver = driver.NewSecrets(versioned)
+		if pooled {
+			d = newPooledSecrets(versioned)
+		}
+		return wrapAbsences(d, absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
 	}
 }
 

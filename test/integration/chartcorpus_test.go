@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/manifestgen"
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -120,6 +120,10 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 	dir := t.TempDir()
 	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "test", "integration", "testdata", "corpus"), dir)
 	harness.Run(t, nil, harness.Tool(t, "HELM", "helm"), "create", filepath.Join(dir, "created"))
+	shared := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sharedNamespace}}
+	if err := c.Create(context.Background(), shared); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	raw, err := os.ReadFile(filepath.Join(dir, "watches.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +302,10 @@ func (s corpusSubject) waitRevision(t *testing.T, want int) {
 // phases are the steps after which both namespaces are compared.
 var phases = []string{"installed", "upgraded", "hand edits set back", "deleted"}
 
+// histories is the key of the release histories (by kind) in a subject's snapshots, read
+// after the hand edits were set back.
+const histories = "release histories"
+
 // runCorpus takes every construct through the phases under s, recording a snapshot after each.
 func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]string) {
 	ctx := context.Background()
@@ -379,6 +387,10 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	})
 	take(phases[2])
 	s.waitRevision(t, 2) // setting hand edits back is no new revision
+	snapshots[histories] = map[string]string{}
+	for _, k := range corpus {
+		snapshots[histories][k.kind] = fmt.Sprintf("%+v", s.history(t, k.kind))
+	}
 
 	for _, k := range corpus {
 		if err := s.c.Delete(ctx, corpusCR(k.kind, s.ns, name(k))); err != nil {
@@ -394,12 +406,25 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	take(phases[3])
 }
 
+// runSubjects takes the corpus through its phases under every subject at once, and returns
+// the snapshots of each, by phase.
+func runSubjects(t *testing.T, subjects []corpusSubject) []map[string]map[string]string {
+	snapshots := make([]map[string]map[string]string, len(subjects))
+	t.Run("subjects", func(t *testing.T) {
+		for i, s := range subjects {
+			snapshots[i] = map[string]map[string]string{}
+			t.Run(s.name, func(t *testing.T) {
+				t.Parallel()
+				runCorpus(t, s, snapshots[i])
+			})
+		}
+	})
+	return snapshots
+}
+
 func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches, managerRole := corpusProject(t, c)
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sharedNamespace}}); err != nil {
-		t.Fatal(err)
-	}
 	stockBin := harness.Tool(t, "HELM_OPERATOR", "helm-operator")
 	subjects := []corpusSubject{{name: "this operator"}, {name: "stock helm-operator", stock: true}}
 	for i := range subjects {
@@ -415,20 +440,7 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 			harness.StartOperator(t, operatorBin, asManager, []string{"--watches-file=" + watches}, "WATCH_NAMESPACE="+s.ns)
 		}
 	}
-	snapshots := make([]map[string]map[string]string, len(subjects))
-	var wg sync.WaitGroup
-	t.Run("subjects", func(t *testing.T) {
-		for i, s := range subjects {
-			snapshots[i] = map[string]map[string]string{}
-			wg.Add(1)
-			t.Run(s.name, func(t *testing.T) {
-				t.Parallel()
-				defer wg.Done()
-				runCorpus(t, s, snapshots[i])
-			})
-		}
-	})
-	wg.Wait()
+	snapshots := runSubjects(t, subjects)
 	if t.Failed() {
 		return
 	}
@@ -462,5 +474,34 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 		t.Error(err)
 	} else if refs := pdb.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != sample+"-hooks" {
 		t.Errorf("the hook object the stock operator left has no owner reference to its resource: %v", refs)
+	}
+}
+
+// Every fast path is the stock one, cheaper: the corpus under this operator with its fast paths
+// (digests, the empty history from the cache, pooled record encoding) and without them
+// (--fast-paths=false: helm-operator-plugins' and Helm's own paths) ends in the same objects,
+// field for field, and the same release histories (revisions, statuses, descriptions) after
+// every step.
+func TestFastPathsAreTheStockPath(t *testing.T) {
+	c := harness.NewClient(t, cfg)
+	watches, _ := corpusProject(t, c)
+	subjects := []corpusSubject{{name: "fast paths"}, {name: "stock paths"}}
+	for i := range subjects {
+		s := &subjects[i]
+		s.c, s.ns = c, harness.Namespace(t, c, nil)
+		args := []string{"--watches-file=" + watches}
+		if i == 1 {
+			args = append(args, "--"+options.FastPathsFlag+"=false")
+		}
+		harness.StartOperator(t, operatorBin, kubeconfig, args, "WATCH_NAMESPACE="+s.ns)
+	}
+	snapshots := runSubjects(t, subjects)
+	if t.Failed() {
+		return
+	}
+	for _, phase := range append(slices.Clone(phases), histories) {
+		if d := diff(snapshots[0][phase], snapshots[1][phase], subjects[0].name, subjects[1].name); len(d) > 0 {
+			t.Errorf("%s: the two differ:\n%s", phase, strings.Join(d, "\n"))
+		}
 	}
 }
