@@ -25,10 +25,10 @@ const WatchNamespaceEnv = "WATCH_NAMESPACE"
 // the apiserver's latency rather than to local cores.
 const DefaultMaxConcurrentReconciles = 16
 
-// Options are the operator's settings.
 // FastPathsFlag switches every fast path off at once (Options.FastPaths).
 const FastPathsFlag = "fast-paths"
 
+// Options are the operator's settings.
 type Options struct {
 	WatchesFile             string
 	LeaderElect             bool
@@ -53,10 +53,10 @@ type Options struct {
 	MaxReleaseHistory  int
 	UnlockPendingAfter time.Duration
 	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
-	ChartRolloutRate        float64
+	ChartRolloutRate float64
 	// FastPaths, when false, runs helm-operator-plugins' own path where the operator has a
 	// faster one of its own (FastPathsFlag).
-	FastPaths bool
+	FastPaths               bool
 	GracefulShutdownTimeout time.Duration
 	// Shard is the part of the fleet this process owns (--shard, --shards).
 	Shard shard.Shard
