@@ -300,7 +300,7 @@ func (s corpusSubject) waitRevision(t *testing.T, want int) {
 }
 
 // phases are the steps after which both namespaces are compared.
-var phases = []string{"installed", "upgraded", "hand edits set back", "deleted"}
+var phases = []string{"installed", "upgraded", "hand edits set back", "hand rollback undone", "deleted"}
 
 // histories is the key of the release histories (by kind) in a subject's snapshots, read
 // after the hand edits were set back.
@@ -387,6 +387,32 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	})
 	take(phases[2])
 	s.waitRevision(t, 2) // setting hand edits back is no new revision
+
+	// A person rolls a release back with helm: revision 3 renders revision 1's values, which
+	// the custom resource no longer asks for; the operator upgrades it back to the spec. (The
+	// stock operator keeps no revision 1 by then.)
+	rolledBack := corpus[0]
+	if !s.stock {
+		harness.Run(t, []string{"KUBECONFIG=" + kubeconfig}, harness.Tool(t, "HELM", "helm"),
+			"rollback", name(rolledBack), "1", "-n", s.ns)
+	}
+	harness.Eventually(t, timeout, s.name+": the hand rollback undone", func(ctx context.Context) (bool, string) {
+		h := s.history(t, rolledBack.kind)
+		want := 4 // the rollback's revision 3, then the upgrade back
+		if s.stock {
+			want = 2
+		}
+		if len(h) == 0 || h[len(h)-1].Revision != want || h[len(h)-1].Status != "deployed" {
+			return false, fmt.Sprintf("history %+v", h)
+		}
+		snap, err := s.snapshot(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		d := diff(upgraded, snap, "upgraded", "now")
+		return len(d) == 0, strings.Join(d, "\n")
+	})
+	take(phases[3])
 	snapshots[histories] = map[string]string{}
 	for _, k := range corpus {
 		snapshots[histories][k.kind] = fmt.Sprintf("%+v", s.history(t, k.kind))
@@ -403,7 +429,7 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 			t.Errorf("%s: %s's release left: %+v", s.name, k.kind, h)
 		}
 	}
-	take(phases[3])
+	take(phases[4])
 }
 
 // runSubjects takes the corpus through its phases under every subject at once, and returns
@@ -445,7 +471,7 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 		return
 	}
 	ours, stock := snapshots[0], snapshots[1]
-	for _, phase := range phases[:3] {
+	for _, phase := range phases[:4] {
 		if d := diff(ours[phase], stock[phase], subjects[0].name, subjects[1].name); len(d) > 0 {
 			t.Errorf("%s: the namespaces differ:\n%s", phase, strings.Join(d, "\n"))
 		}
@@ -462,10 +488,10 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 	// resource); this operator deletes them itself, so nothing depends on a collector.
 	kept := "ConfigMap " + sample + "-hooks-kept"
 	hook := "PodDisruptionBudget " + sample + "-hooks-hooks"
-	if got := slices.Sorted(maps.Keys(ours[phases[3]])); !slices.Equal(got, []string{kept}) {
+	if got := slices.Sorted(maps.Keys(ours[phases[4]])); !slices.Equal(got, []string{kept}) {
 		t.Errorf("deleted, this operator left %v, want only %s", got, kept)
 	}
-	if got := slices.Sorted(maps.Keys(stock[phases[3]])); !slices.Equal(got, []string{kept, hook}) {
+	if got := slices.Sorted(maps.Keys(stock[phases[4]])); !slices.Equal(got, []string{kept, hook}) {
 		t.Errorf("deleted, the stock operator left %v, want %s and %s (for the garbage collector)", got, kept, hook)
 	}
 	pdb := &unstructured.Unstructured{}
@@ -480,8 +506,8 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 // Every fast path is the stock one, cheaper: the corpus under this operator with its fast paths
 // (digests, the empty history from the cache, pooled record encoding) and without them
 // (--fast-paths=false: helm-operator-plugins' and Helm's own paths) ends in the same objects,
-// field for field, and the same release histories (revisions, statuses, descriptions) after
-// every step.
+// field for field, after every step (install, upgrade, hand edits, a hand `helm rollback`,
+// deletion), and in the same release histories (revisions, statuses, descriptions).
 func TestFastPathsAreTheStockPath(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches, _ := corpusProject(t, c)
