@@ -292,7 +292,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		return capabilityReader{}, err
 	}
 	if sh.shard.Sharded() {
-		h := &Handover{Claimed: sh.claimCache, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
+		h := &Handover{ClaimCache: sh.claimCache, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
 			Shard: sh.shard, Claims: sh.claims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return capabilityReader{}, err

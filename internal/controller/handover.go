@@ -36,13 +36,13 @@ const handoverRetry = 200 * time.Millisecond
 // that name this shard (NewClaimCache), and reads each resource from the apiserver before it
 // writes.
 type Handover struct {
-	Claimed  cache.Cache   // NewClaimCache
-	Live     client.Reader // the apiserver
-	Writer   client.Writer
-	GVK      schema.GroupVersionKind
-	Shard    shard.Shard
-	Claims   *shard.Claims
-	Recorder record.EventRecorder
+	ClaimCache cache.Cache   // NewClaimCache
+	Live       client.Reader // the apiserver
+	Writer     client.Writer
+	GVK        schema.GroupVersionKind
+	Shard      shard.Shard
+	Claims     *shard.Claims
+	Recorder   record.EventRecorder
 }
 
 // NewClaimCache returns a cache, started by the manager, of the metadata of the custom
@@ -73,7 +73,7 @@ func (h *Handover) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-handover", h.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](h.Claimed, obj, &handler.EnqueueRequestForObject{}, moved)).
+		WatchesRawSource(source.Kind[client.Object](h.ClaimCache, obj, &handler.EnqueueRequestForObject{}, moved)).
 		Complete(h)
 }
 
