@@ -244,8 +244,14 @@ type kubeClient struct {
 // hook, and the plugins' owner-reference post-renderer builds each rendered manifest through
 // this client too, so the label reaches the objects and the manifest stored in the release,
 // and an object outside the release's reach is refused before any of them is sent.
-func (c *kubeClient) Build(reader io.Reader, validate bool) (kube.ResourceList, error) {
-	objs, err := c.Client.Build(reader, validate)
+//
+// It never validates against the OpenAPI schema, whatever Helm asks: the install and upgrade
+// options already turn that off for the release manifest (controller.actionClients), but Helm
+// builds hook manifests with it on, which fetches the OpenAPI documents and reads the release's
+// Namespace (a right the operator is not given) for every hook run. The apiserver validates
+// every object it is sent either way.
+func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) {
+	objs, err := c.Client.Build(reader, false)
 	if err != nil {
 		return objs, err
 	}
