@@ -451,14 +451,12 @@ func runSubjects(t *testing.T, subjects []corpusSubject) []map[string]map[string
 func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches, managerRole := corpusProject(t, c)
-	stockBin := harness.Tool(t, "HELM_OPERATOR", "helm-operator")
 	subjects := []corpusSubject{{name: "this operator"}, {name: "stock helm-operator", stock: true}}
 	for i := range subjects {
 		s := &subjects[i]
 		s.c, s.ns = c, harness.Namespace(t, c, nil)
 		if s.stock {
-			harness.StartProcess(t, stockBin, []string{"run", "--watches-file=" + watches, "--metrics-bind-address=0",
-				"--health-probe-bind-address=0", "--leader-elect=false"}, "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+s.ns)
+			startStockOperator(t, watches, s.ns)
 		} else {
 			// As the ServiceAccount make deploy binds to the manager role: what the charts grant
 			// and what their values switch on must be in it.

@@ -22,11 +22,9 @@ import (
 func TestAResourceMovesBetweenTheStockOperatorAndThisOne(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches := sdkProject(t, c)
-	stockBin := harness.Tool(t, "HELM_OPERATOR", "helm-operator")
 	s := subject{name: "migration", c: c, t: t, ns: harness.Namespace(t, c, nil)}
 	stock := func() *harness.Operator {
-		return harness.StartProcess(t, stockBin, []string{"run", "--watches-file=" + watches, "--metrics-bind-address=0",
-			"--health-probe-bind-address=0", "--leader-elect=false"}, "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+s.ns)
+		return startStockOperator(t, watches, s.ns)
 	}
 	ours := func() *harness.Operator {
 		return harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + watches}, "WATCH_NAMESPACE="+s.ns)

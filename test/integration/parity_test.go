@@ -67,6 +67,14 @@ func nginxCR(ns, name string, annots map[string]string, spec map[string]any) *un
 	return u
 }
 
+// startStockOperator runs the stock operator-sdk helm-operator on watches, watching ns.
+func startStockOperator(t *testing.T, watches, ns string) *harness.Operator {
+	t.Helper()
+	return harness.StartProcess(t, harness.Tool(t, "HELM_OPERATOR", "helm-operator"), []string{"run", "--watches-file=" + watches,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false"},
+		"KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns)
+}
+
 // subject is one operator running the sdk project in a namespace of its own.
 type subject struct {
 	name  string
@@ -170,14 +178,12 @@ const minPeriod = time.Second
 func TestStockAnnotationsSideBySide(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches := sdkProject(t, c)
-	stockBin := harness.Tool(t, "HELM_OPERATOR", "helm-operator")
 	subjects := []subject{{name: "this operator"}, {name: "stock helm-operator", stock: true}}
 	for i := range subjects {
 		s := &subjects[i]
 		s.c, s.ns = c, harness.Namespace(t, c, nil)
 		if s.stock {
-			harness.StartProcess(t, stockBin, []string{"run", "--watches-file=" + watches, "--metrics-bind-address=0",
-				"--health-probe-bind-address=0", "--leader-elect=false"}, "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+s.ns)
+			startStockOperator(t, watches, s.ns)
 		} else {
 			harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + watches,
 				"--min-reconcile-period=" + minPeriod.String()}, "WATCH_NAMESPACE="+s.ns)

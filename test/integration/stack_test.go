@@ -369,24 +369,36 @@ func probeCRD(t *testing.T, c client.Client) {
 	})
 }
 
-func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
-	ctx := context.Background()
+// probeSetup serves the Probe kind and returns a client, a namespace and the Probe chart.
+func probeSetup(t *testing.T) (client.Client, string, *chart.Chart) {
+	t.Helper()
 	c := harness.NewClient(t, cfg)
 	probeCRD(t, c)
-	ns := harness.Namespace(t, c, nil)
 	chrt, err := loader.Load(writeChart(t, map[string]string{
-		"Chart.yaml":        "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
-		"values.yaml":       "message: hello\n",
-		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  message: {{ .Values.message | quote }}\n",
+		"Chart.yaml":          "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
+		"values.yaml":         "message: hello\n",
+		"templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  message: {{ .Values.message | quote }}\n",
+		"templates/NOTES.txt": "notes of {{ .Release.Name }}",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, harness.Namespace(t, c, nil), chrt
+}
+
+func newProbe(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(probeGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
+	ctx := context.Background()
+	c, ns, chrt := probeSetup(t)
 	p, evs, reg, configs := stackUnderThePluginsReconciler(t, ns, chrt)
-	probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"message": "a"}}}
-	probe.SetGroupVersionKind(probeGVK)
-	probe.SetNamespace(ns)
-	probe.SetName("p")
+	probe := newProbe(ns, "p", map[string]any{"message": "a"})
 	patch := func(mergePatch string) {
 		t.Helper()
 		if err := c.Patch(ctx, probe.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(mergePatch))); err != nil {
@@ -573,22 +585,9 @@ func b2i(b bool) int {
 // shape fails here, not in a cluster.
 func TestThePluginsStatusShapeIsTheOneThisOperatorReads(t *testing.T) {
 	ctx := context.Background()
-	c := harness.NewClient(t, cfg)
-	probeCRD(t, c)
-	ns := harness.Namespace(t, c, nil)
-	chrt, err := loader.Load(writeChart(t, map[string]string{
-		"Chart.yaml":          "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
-		"templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
-		"templates/NOTES.txt": "notes of {{ .Release.Name }}",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns, chrt := probeSetup(t)
 	stackUnderThePluginsReconciler(t, ns, chrt)
-	probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{}}}
-	probe.SetGroupVersionKind(probeGVK)
-	probe.SetNamespace(ns)
-	probe.SetName("shape")
+	probe := newProbe(ns, "shape", map[string]any{})
 	if err := c.Create(ctx, probe); err != nil {
 		t.Fatal(err)
 	}
