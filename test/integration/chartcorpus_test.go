@@ -53,7 +53,16 @@ type construct struct {
 	edited schema.GroupVersionKind
 	suffix string
 	edit   string
+	// lookedUp, when set, is a ConfigMap of the namespace the chart reads with lookup: made
+	// before the install, changed before the upgrade (whose patch only wakes the reconciler).
+	lookedUp string
 }
+
+// lookups is the construct served in the differential of the fast paths only
+// (testdata/corpus/watches.yaml says why).
+var lookups = construct{kind: "Lookups", spec: map[string]any{}, lookedUp: "corpus-source",
+	upgrade: `{"metadata":{"annotations":{"corpus.example.com/wake":"1"}}}`,
+	edited:  gvk("", "v1", "ConfigMap"), suffix: "-lookups", edit: `{"data":{"colour":"tampered"}}`}
 
 var corpus = []construct{
 	{kind: "Inferred", spec: map[string]any{"message": "hi", "extra": map[string]any{"colour": "blue"}},
@@ -156,11 +165,11 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 		}
 		crds = append(crds, crd)
 	}
-	if len(crds) != len(corpus)+1 {
+	if len(crds) != len(corpus)+2 {
 		t.Errorf("make manifests wrote %d CRDs, want one per kind and the crds/ folder's Widget", len(crds))
 	}
 	harness.Eventually(t, timeout, "the corpus CRDs served", func(ctx context.Context) (bool, string) {
-		for _, k := range append(slices.Clone(corpus), construct{kind: "Widget"}) {
+		for _, k := range append(slices.Clone(corpus), lookups, construct{kind: "Widget"}) {
 			l := &unstructured.UnstructuredList{}
 			l.SetGroupVersionKind(gvk(corpusGroup, "v1", k.kind+"List"))
 			if k.kind == "Widget" {
@@ -181,6 +190,8 @@ type corpusSubject struct {
 	stock bool
 	ns    string
 	c     client.Client
+	// constructs are the charts it takes through the phases.
+	constructs []construct
 }
 
 // sample is the custom resource's (and its release's) name in every namespace.
@@ -291,7 +302,7 @@ func diff(a, b map[string]string, aName, bName string) []string {
 // operator keeps only the last revisions of a release).
 func (s corpusSubject) waitRevision(t *testing.T, want int) {
 	t.Helper()
-	for _, k := range corpus {
+	for _, k := range s.constructs {
 		harness.Eventually(t, timeout, fmt.Sprintf("%s: %s at revision %d, deployed", s.name, k.kind, want), func(context.Context) (bool, string) {
 			h := s.history(t, k.kind)
 			return len(h) > 0 && h[len(h)-1].Revision == want && h[len(h)-1].Status == "deployed", fmt.Sprintf("history %+v", h)
@@ -318,7 +329,22 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		return snap
 	}
 	name := func(k construct) string { return sample + "-" + strings.ToLower(k.kind) }
-	for _, k := range corpus {
+	lookedUp := func(k construct, colour string) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: k.lookedUp}, Data: map[string]string{"colour": colour}}
+		err := s.c.Create(ctx, cm)
+		if apierrors.IsAlreadyExists(err) {
+			err = s.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"colour":"`+colour+`"}}`)))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range s.constructs {
+		if k.lookedUp != "" {
+			lookedUp(k, "red")
+		}
+	}
+	for _, k := range s.constructs {
 		u := corpusCR(k.kind, s.ns, name(k))
 		u.Object["spec"] = k.spec
 		if err := s.c.Create(ctx, u); err != nil {
@@ -351,7 +377,10 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		return strings.TrimSpace(msg) == sample+"-inferred says hi 1 times.", msg
 	})
 
-	for _, k := range corpus {
+	for _, k := range s.constructs {
+		if k.lookedUp != "" {
+			lookedUp(k, "blue")
+		}
 		if err := s.c.Patch(ctx, corpusCR(k.kind, s.ns, name(k)), client.RawPatch(types.MergePatchType, []byte(k.upgrade))); err != nil {
 			t.Fatalf("%s: %v", k.kind, err)
 		}
@@ -363,7 +392,7 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	})
 	upgraded := take(phases[1])
 
-	for _, k := range corpus {
+	for _, k := range s.constructs {
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(k.edited)
 		obj.SetName(name(k) + k.suffix)
@@ -414,16 +443,16 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	})
 	take(phases[3])
 	snapshots[histories] = map[string]string{}
-	for _, k := range corpus {
+	for _, k := range s.constructs {
 		snapshots[histories][k.kind] = fmt.Sprintf("%+v", s.history(t, k.kind))
 	}
 
-	for _, k := range corpus {
+	for _, k := range s.constructs {
 		if err := s.c.Delete(ctx, corpusCR(k.kind, s.ns, name(k))); err != nil {
 			t.Fatalf("%s: %v", k.kind, err)
 		}
 	}
-	for _, k := range corpus {
+	for _, k := range s.constructs {
 		harness.WaitForGone(t, s.c, corpusCR(k.kind, s.ns, name(k)), timeout)
 		if h := s.history(t, k.kind); len(h) != 0 {
 			t.Errorf("%s: %s's release left: %+v", s.name, k.kind, h)
@@ -451,7 +480,7 @@ func runSubjects(t *testing.T, subjects []corpusSubject) []map[string]map[string
 func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches, managerRole := corpusProject(t, c)
-	subjects := []corpusSubject{{name: "this operator"}, {name: "stock helm-operator", stock: true}}
+	subjects := []corpusSubject{{name: "this operator", constructs: corpus}, {name: "stock helm-operator", stock: true, constructs: corpus}}
 	for i := range subjects {
 		s := &subjects[i]
 		s.c, s.ns = c, harness.Namespace(t, c, nil)
@@ -505,11 +534,14 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 // (digests, the empty history from the cache, pooled record encoding) and without them
 // (--fast-paths=false: helm-operator-plugins' and Helm's own paths) ends in the same objects,
 // field for field, after every step (install, upgrade, hand edits, a hand `helm rollback`,
-// deletion), and in the same release histories (revisions, statuses, descriptions).
+// deletion), and in the same release histories (revisions, statuses, descriptions). The
+// corpus here includes a chart that looks an object up: its change upgrades the release in
+// both (the fast path follows it; the stock path renders again when woken).
 func TestFastPathsAreTheStockPath(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches, _ := corpusProject(t, c)
-	subjects := []corpusSubject{{name: "fast paths"}, {name: "stock paths"}}
+	all := append(slices.Clone(corpus), lookups)
+	subjects := []corpusSubject{{name: "fast paths", constructs: all}, {name: "stock paths", constructs: all}}
 	for i := range subjects {
 		s := &subjects[i]
 		s.c, s.ns = c, harness.Namespace(t, c, nil)
