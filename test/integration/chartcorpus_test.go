@@ -405,15 +405,17 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 			t.Fatalf("%s: editing %s %s: %v", k.kind, k.edited.Kind, obj.GetName(), err)
 		}
 	}
-	// The stock operator sets hand edits back at its resync (a minute by default) at the latest.
-	harness.Eventually(t, 3*time.Minute, s.name+": every hand edit set back", func(ctx context.Context) (bool, string) {
+	// asUpgraded tells whether the namespace holds again what it held once upgraded.
+	asUpgraded := func(ctx context.Context) (bool, string) {
 		snap, err := s.snapshot(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
 		d := diff(upgraded, snap, "upgraded", "now")
 		return len(d) == 0, strings.Join(d, "\n")
-	})
+	}
+	// The stock operator sets hand edits back at its resync (a minute by default) at the latest.
+	harness.Eventually(t, 3*time.Minute, s.name+": every hand edit set back", asUpgraded)
 	take(phases[2])
 	s.waitRevision(t, 2) // setting hand edits back is no new revision
 
@@ -434,12 +436,7 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		if len(h) == 0 || h[len(h)-1].Revision != want || h[len(h)-1].Status != "deployed" {
 			return false, fmt.Sprintf("history %+v", h)
 		}
-		snap, err := s.snapshot(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		d := diff(upgraded, snap, "upgraded", "now")
-		return len(d) == 0, strings.Join(d, "\n")
+		return asUpgraded(ctx)
 	})
 	take(phases[3])
 	snapshots[histories] = map[string]string{}
