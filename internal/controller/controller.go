@@ -1,7 +1,7 @@
 // Package controller holds the operator's controllers and their setup, one file each: per
 // watches.yaml entry, helm-operator-plugins' Helm reconciler (controller.go: the only place that
-// maps watches.yaml keys and operator flags onto reconciler options) and the status controller
-// (status.go); and the watches that wake the Helm reconciler besides its own: the objects of its
+// maps watches.yaml keys and operator flags onto reconciler options, beside the status
+// controller of package status); and the watches that wake the Helm reconciler besides its own: the objects of its
 // releases (dependents.go), its release records (records.go), the Secrets that checked values
 // name (secrets.go) and the cluster's API (apiwatch.go).
 package controller
@@ -30,7 +30,6 @@ import (
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/finalizername"
 	"github.com/example/myproxy-operator/internal/helmconfig"
-	"github.com/example/myproxy-operator/internal/keepstatus"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
@@ -225,7 +224,11 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, err
 	}
-	applied := status.NewAppliedGenerations(Namespaced(mgr.GetRESTMapper()))
+	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
+	gvk := w.GroupVersionKind
+	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
+		Gone: func(key types.NamespacedName) { sh.remembered.Forget(remembered.Key{GVK: gvk, NamespacedName: key}) }}
 	memo := &actionclient.Memo{}
 	var selector metav1.LabelSelector // empty: every resource of the kind
 	if w.Selector != nil {
@@ -234,9 +237,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
-		// Its status writes keep the fields the status controller owns (internal/keepstatus), and
-		// its finalizer is stored under operator-sdk's name (internal/finalizername).
-		reconciler.WithClient(finalizername.Client(keepstatus.Client(mgr.GetClient(), mgr.GetCache(), w.GroupVersionKind), w.GroupVersionKind)),
+		// Its status writes keep and bring up to date the fields the status Reconciler owns
+		// (status.PluginWrites), and its finalizer is stored under operator-sdk's name
+		// (internal/finalizername).
+		reconciler.WithClient(finalizername.Client(status.PluginWrites(mgr.GetClient(), mgr.GetCache(), gvk, statusReconciler), gvk)),
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),
@@ -284,10 +288,6 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err := r.SetupWithManager(mgr); err != nil {
 		return capabilityReader{}, err
 	}
-	gvk := w.GroupVersionKind
-	statusReconciler := &StatusReconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
-		Gone: func(key types.NamespacedName) { sh.remembered.Forget(remembered.Key{GVK: gvk, NamespacedName: key}) }}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}

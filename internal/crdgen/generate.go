@@ -144,7 +144,7 @@ func StatusSchema(s chartapi.Status) apiextv1.JSONSchemaProps {
 		},
 		names.StatusDeployedRelease: {
 			// No manifest: the rendered objects (Secrets included) are not for whoever may read
-			// the custom resource (internal/keepstatus leaves it out; this prunes a stored one).
+			// the custom resource (status.PluginWrites leaves it out; this prunes a stored one).
 			Description: "The Helm release currently deployed.", Type: "object",
 			Properties: map[string]apiextv1.JSONSchemaProps{"name": str},
 		},

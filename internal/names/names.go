@@ -67,7 +67,7 @@ const (
 	StatusDeployedRelease    = "deployedRelease"
 	StatusObservedGeneration = "observedGeneration"
 	// DeployedReleaseManifest is the field of deployedRelease where helm-operator-plugins puts the
-	// release's manifest; the operator leaves it out of status (internal/keepstatus).
+	// release's manifest; the operator leaves it out of status (status.PluginWrites).
 	DeployedReleaseManifest = "manifest"
 )
 

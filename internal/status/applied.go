@@ -14,9 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
-// wakeDelay is how long after a successful Helm action the status controller runs.
-const wakeDelay = time.Second
-
 // AppliedGenerations remembers, per custom resource, the metadata.generation that the Helm reconciler
 // last applied successfully, which becomes status.observedGeneration, and the objects of the
 // release it applied (in Manifests). It is filled by a post hook of the Helm reconciler, which
@@ -63,9 +60,7 @@ func (o *AppliedGenerations) PostHook() hook.PostHook {
 		o.generations[key] = now
 		o.mu.Unlock()
 		if changed {
-			// Post hooks run just before the Helm reconciler writes its own status. Writing ours
-			// now would make that write conflict, and the reconciler would retry only after its
-			// backoff; waking a moment later lets it land first.
+			// After the updater's write, which carries most of it (see wakeDelay).
 			copied := obj.DeepCopy()
 			time.AfterFunc(wakeDelay, func() {
 				select {

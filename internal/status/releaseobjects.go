@@ -77,7 +77,7 @@ func (m *ManifestRefs) Refs(key types.NamespacedName, manifest string, namespace
 
 // Learn remembers the objects of the manifest of the release just applied to a custom resource,
 // and reports whether they changed. The status reads them with Known: the manifest itself stays
-// in the operator (it is not kept in status, see internal/keepstatus).
+// in the operator (it is not kept in status, see status.PluginWrites).
 func (m *ManifestRefs) Learn(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) (bool, error) {
 	digest := sha256.Sum256([]byte(manifest))
 	m.mu.Lock()

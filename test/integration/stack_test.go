@@ -590,7 +590,7 @@ func b2i(b bool) int {
 }
 
 // What this operator reads of the status helm-operator-plugins' reconciler writes (package
-// keepstatus keeps it, package status reads Deployed from it, the manifest is dropped by
+// status.PluginWrites keeps it, package status reads Deployed from it, the manifest is dropped by
 // name), pinned on the plugins' own reconciler: an upgrade of the plugins that changes the
 // shape fails here, not in a cluster.
 func TestThePluginsStatusShapeIsTheOneThisOperatorReads(t *testing.T) {

@@ -1,4 +1,4 @@
-package eventfilter
+package status
 
 import (
 	"testing"
@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/status"
 )
 
 func TestChangedBeyondStatusWrites(t *testing.T) {
@@ -49,7 +48,7 @@ func TestChangedBeyondStatusWrites(t *testing.T) {
 		}, want: true},
 		{name: "finalizers", mutate: func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }, want: true},
 	}
-	changed := ChangedBeyondStatusWrites(status.OwnOf(chartapi.Status{
+	changed := ChangedBeyondStatusWrites(OwnOf(chartapi.Status{
 		Fields:     map[string]chartapi.Field{"replicas": {}, "readyReplicas": {}, "url": {}},
 		Conditions: []chartapi.Condition{{Type: "Available"}},
 	}))

@@ -1,23 +1,27 @@
-// Package keepstatus keeps the status fields that helm-operator-plugins' reconciler does not
-// own when it writes status.
+package status
+
+// The writes of helm-operator-plugins' status updater, the other writer of a custom resource's
+// status (the Reconciler is the first).
 //
-// The reconciler's status updater rewrites a custom resource's status as exactly
-// {conditions, deployedRelease} (its own schema) and sends it with Update, so every other field
-// (the chart's declared fields, observedGeneration, written by the status controller) would
-// vanish from the resource until the status controller puts it back: a reader of status.url
-// would see it disappear on every upgrade. The reconciler takes its client as an option
-// (reconciler.WithClient); Client wraps it so that such an Update carries those fields over.
+// The updater rewrites a custom resource's status as exactly {conditions, deployedRelease}
+// (its own schema) and sends it with Update, so every other field (the chart's declared fields,
+// observedGeneration, Ready) would vanish from the resource until the Reconciler puts it back:
+// a reader of status.url would see it disappear on every upgrade. The plugins' reconciler takes
+// its client as an option (reconciler.WithClient); PluginWrites wraps it so that such an Update
+// carries those fields over, and, when it is given the Reconciler, brings them up to date in the
+// same write: the release was just installed or upgraded (the post hooks, which run before the
+// updater writes, told the Reconciler its objects and generation), and the Reconciler would
+// otherwise patch the status a moment later for the same news. One write instead of two.
 //
 // The updater also puts the release's whole rendered manifest into status.deployedRelease,
 // where anyone who may read the custom resource (the view role) would read every object the
-// chart renders, Secrets included, and every cached custom resource would hold it. Client
+// chart renders, Secrets included, and every cached custom resource would hold it. PluginWrites
 // leaves it out of every status Update, and the CRD's status schema has no such field. The
 // updater decides to write by comparing {name, manifest} with the stored status, which no longer
 // holds a manifest; so an Update that, once the manifest is left out, would store exactly the
 // status already stored (the cached object at the written resourceVersion) is not sent: the
 // apiserver would keep the object unchanged, and the resource would be written at every
 // reconcile for nothing.
-package keepstatus
 
 import (
 	"bytes"
@@ -37,21 +41,28 @@ import (
 // status as these and nothing else.
 var reconcilerOwned = []string{names.StatusConditions, names.StatusDeployedRelease}
 
-// Client returns c, whose status Updates of gvk's objects keep the status fields the updater
-// does not own, as cached reads them. They are carried over only from the cached object of the
-// same resourceVersion as the one written: an Update is refused unless the stored object is at
-// that version, so the fields carried over are exactly the stored ones, and the write changes
-// only what the updater meant to change. When the cache holds another version, the Update goes
-// out as the updater built it (and the status controller restores the fields, as it would
-// without this client).
-func Client(c client.Client, cached client.Reader, gvk schema.GroupVersionKind) client.Client {
-	return &keeping{Client: c, cached: cached, gvk: gvk}
+// Filler brings a status about to be written up to date with the fields it owns (the
+// Reconciler).
+type Filler interface {
+	Fill(ctx context.Context, u *unstructured.Unstructured)
+}
+
+// PluginWrites returns c, whose status Updates of gvk's objects keep the status fields the
+// updater does not own, as cached reads them, and then let fill (when not nil) bring them up to
+// date. They are carried over only from the cached object of the same resourceVersion as the one
+// written: an Update is refused unless the stored object is at that version, so the fields
+// carried over are exactly the stored ones. When the cache holds another version, only fill's
+// fields go out with the updater's (and the Reconciler restores the rest, as it would without
+// this client).
+func PluginWrites(c client.Client, cached client.Reader, gvk schema.GroupVersionKind, fill Filler) client.Client {
+	return &keeping{Client: c, cached: cached, gvk: gvk, fill: fill}
 }
 
 type keeping struct {
 	client.Client
 	cached client.Reader
 	gvk    schema.GroupVersionKind
+	fill   Filler
 }
 
 func (k *keeping) Status() client.SubResourceWriter {
@@ -69,13 +80,17 @@ func (w *statusWriter) Update(ctx context.Context, obj client.Object, opts ...cl
 		return w.SubResourceWriter.Update(ctx, obj, opts...)
 	}
 	unstructured.RemoveNestedField(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
-	if cached := w.k.cachedAt(ctx, u); cached != nil {
+	cached := w.k.cachedAt(ctx, u)
+	if cached != nil {
 		carryOver(cached, u)
-		// Only a plain write of the stored status is known to change nothing: options (a dry
-		// run, a field manager) give the write another meaning, and it is sent as asked.
-		if sameStatus(cached, u) && len(opts) == 0 {
-			return nil
-		}
+	}
+	if w.k.fill != nil {
+		w.k.fill.Fill(ctx, u)
+	}
+	// Only a plain write of the stored status is known to change nothing: options (a dry run, a
+	// field manager) give the write another meaning, and it is sent as asked.
+	if cached != nil && sameStatus(cached, u) && len(opts) == 0 {
+		return nil
 	}
 	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }

@@ -1,25 +1,22 @@
-package controller
+package status
 
 import (
 	"context"
-	"time"
 
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// coalesceDelay is how long a request waits in the queue, so that the bursts of events a
-// rollout brings (a Deployment's status changes several times in a second) end in one status
-// write.
-const coalesceDelay = 500 * time.Millisecond
-
 // coalesced delays every request the handler enqueues by coalesceDelay; the queue holds one
 // entry per resource, so the events of that window share one reconcile.
 func coalesced(h handler.EventHandler) handler.EventHandler { return coalescing{h} }
 
 type coalescing struct{ handler.EventHandler }
+
+type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 func (c coalescing) Create(ctx context.Context, e event.CreateEvent, q requestQueue) {
 	c.EventHandler.Create(ctx, e, delayed{q})

@@ -1,4 +1,4 @@
-package keepstatus
+package status
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-var gvk = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
+var pluginGVK = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
 
 // sent records the objects a status Update sends.
 type sent struct {
@@ -32,10 +32,10 @@ type writer struct {
 
 func (w writer) Status() client.SubResourceWriter { return w.status }
 
-// cache answers Get with its object, or NotFound without one, as the cache reader does.
-type cache struct{ obj *unstructured.Unstructured }
+// cachedAt answers Get with its object, or NotFound without one, as the cache reader does.
+type cachedAt struct{ obj *unstructured.Unstructured }
 
-func (c cache) Get(_ context.Context, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
+func (c cachedAt) Get(_ context.Context, key client.ObjectKey, out client.Object, _ ...client.GetOption) error {
 	if c.obj == nil {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "myproxies"}, key.Name)
 	}
@@ -43,7 +43,7 @@ func (c cache) Get(_ context.Context, key client.ObjectKey, out client.Object, _
 	return nil
 }
 
-func (cache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+func (cachedAt) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
 
 func object(kind schema.GroupVersionKind, version string, status map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
@@ -91,8 +91,14 @@ func sentAs(built map[string]any) map[string]any {
 // sent.
 func sends(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured) []map[string]any {
 	t.Helper()
+	return sendsFilled(t, cached, obj, nil)
+}
+
+// sendsFilled is sends with fill bringing the written status up to date.
+func sendsFilled(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured, fill Filler) []map[string]any {
+	t.Helper()
 	s := &sent{}
-	c := Client(writer{status: s}, cache{obj: cached}, gvk)
+	c := PluginWrites(writer{status: s}, cachedAt{obj: cached}, pluginGVK, fill)
 	if err := c.Status().Update(context.Background(), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -119,19 +125,19 @@ func update(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.U
 func TestTheManifestIsLeftOutAndAnUnchangedStatusNotSent(t *testing.T) {
 	built := stored()
 	built["deployedRelease"] = map[string]any{"name": "p", "manifest": "apiVersion: v1\nkind: Secret\n"}
-	if got := sends(t, object(gvk, "7", stored()), object(gvk, "7", built)); len(got) != 0 {
+	if got := sends(t, object(pluginGVK, "7", stored()), object(pluginGVK, "7", built)); len(got) != 0 {
 		t.Errorf("sent %v, want nothing: the status stored is the same", got)
 	}
 	// Without the cached version to compare with, it is sent, still without the manifest.
-	got := update(t, object(gvk, "6", stored()), object(gvk, "7", built))
+	got := update(t, object(pluginGVK, "6", stored()), object(pluginGVK, "7", built))
 	if !reflect.DeepEqual(got, sentAs(built)) {
 		t.Errorf("sent status %v, want %v", got, sentAs(built))
 	}
 }
 
 func TestTheUpdaterWriteKeepsTheOtherFieldsOfTheStoredVersion(t *testing.T) {
-	cached := object(gvk, "7", stored())
-	got := update(t, cached, object(gvk, "7", written(true)))
+	cached := object(pluginGVK, "7", stored())
+	got := update(t, cached, object(pluginGVK, "7", written(true)))
 	want := sentAs(written(true))
 	want["url"], want["observedGeneration"] = "http://p.ns.svc", int64(3)
 	if !reflect.DeepEqual(got, want) {
@@ -145,7 +151,7 @@ func TestTheUpdaterWriteKeepsTheOtherFieldsOfTheStoredVersion(t *testing.T) {
 func TestTheUpdaterKeepsWhatItOwns(t *testing.T) {
 	// The updater removes deployedRelease (uninstall, failures): it stays removed, and its
 	// conditions are its own, not the cached ones.
-	got := update(t, object(gvk, "7", stored()), object(gvk, "7", written(false)))
+	got := update(t, object(pluginGVK, "7", stored()), object(pluginGVK, "7", written(false)))
 	if _, ok := got["deployedRelease"]; ok {
 		t.Errorf("deployedRelease came back from the cache: %v", got)
 	}
@@ -159,11 +165,11 @@ func TestTheUpdaterKeepsWhatItOwns(t *testing.T) {
 
 func TestNothingIsCarriedFromAnotherVersion(t *testing.T) {
 	for name, cached := range map[string]*unstructured.Unstructured{
-		"cache behind or ahead": object(gvk, "6", stored()),
+		"cache behind or ahead": object(pluginGVK, "6", stored()),
 		"not cached":            nil,
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := update(t, cached, object(gvk, "7", written(true))); !reflect.DeepEqual(got, sentAs(written(true))) {
+			if got := update(t, cached, object(pluginGVK, "7", written(true))); !reflect.DeepEqual(got, sentAs(written(true))) {
 				t.Errorf("sent status %v, want the updater's as built", got)
 			}
 		})
@@ -174,5 +180,29 @@ func TestOtherKindsAreSentAsBuilt(t *testing.T) {
 	other := schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "Other"}
 	if got := update(t, object(other, "7", stored()), object(other, "7", written(true))); !reflect.DeepEqual(got, written(true)) {
 		t.Errorf("sent status %v, want the updater's as built", got)
+	}
+}
+
+// fillURL is a Filler that sets status.url, as the Reconciler sets the fields a chart declares.
+type fillURL string
+
+func (f fillURL) Fill(_ context.Context, u *unstructured.Unstructured) {
+	_ = unstructured.SetNestedField(u.Object, string(f), "status", "url")
+}
+
+// The updater's write carries what the Reconciler would write next, over the fields carried
+// over; a write the fill makes equal to the stored status is not sent.
+func TestTheUpdaterWriteCarriesTheReconcilersFields(t *testing.T) {
+	got := sendsFilled(t, object(pluginGVK, "7", stored()), object(pluginGVK, "7", written(true)), fillURL("http://new.ns.svc"))
+	if len(got) != 1 || got[0]["url"] != "http://new.ns.svc" || got[0]["observedGeneration"] != int64(3) {
+		t.Fatalf("sent %v, want one write with the filled url and the carried observedGeneration", got)
+	}
+	// Without the cached version, the filled field goes out all the same.
+	got = sendsFilled(t, nil, object(pluginGVK, "7", written(true)), fillURL("http://new.ns.svc"))
+	if len(got) != 1 || got[0]["url"] != "http://new.ns.svc" {
+		t.Fatalf("sent %v, want the filled url", got)
+	}
+	if got := sendsFilled(t, object(pluginGVK, "7", stored()), object(pluginGVK, "7", stored()), fillURL("http://p.ns.svc")); len(got) != 0 {
+		t.Errorf("sent %v, want nothing: filled, the status is the one stored", got)
 	}
 }

@@ -1,4 +1,4 @@
-package controller
+package status
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/status"
 )
 
 var myProxyGVK = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
@@ -69,9 +69,9 @@ metadata:
   labels: {app.kubernetes.io/component: proxy}
 `
 
-// statusReconciler returns a StatusReconciler for the project's MyProxy chart over objs, set up
+// statusReconciler returns a Reconciler for the project's MyProxy chart over objs, set up
 // as SetupWithManager would, without a manager.
-func statusReconciler(t *testing.T, objs ...client.Object) (*StatusReconciler, client.Client, *watchRecorder) {
+func statusReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client, *watchRecorder) {
 	t.Helper()
 	decl, err := chartapi.LoadChecked(filepath.Join("..", "..", "helm-charts", "myproxy"), myProxyGVK)
 	if err != nil {
@@ -85,8 +85,8 @@ func statusReconciler(t *testing.T, objs ...client.Object) (*StatusReconciler, c
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	watches := &watchRecorder{}
-	r := &StatusReconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: status.NewAppliedGenerations(Namespaced(mapper)),
-		own: status.OwnOf(decl.Kind.Status), objects: readerCache{reader: c}, scheme: scheme.Scheme,
+	r := &Reconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: NewAppliedGenerations(Namespaced(mapper)),
+		own: OwnOf(decl.Kind.Status), objects: readerCache{reader: c}, scheme: scheme.Scheme,
 		controller: watches}
 	return r, c, watches
 }
@@ -120,7 +120,7 @@ func condition(typ, st string) map[string]any {
 	return map[string]any{"type": typ, "status": st, "reason": "Test", "lastTransitionTime": "2026-01-01T00:00:00Z"}
 }
 
-func TestStatusReconcilerWritesTheDeclaredStatus(t *testing.T) {
+func TestReconcilerWritesTheDeclaredStatus(t *testing.T) {
 	labels := map[string]string{"app.kubernetes.io/component": "proxy", "app.kubernetes.io/instance": "edge"}
 	deployment := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels, Generation: 1},
@@ -181,7 +181,7 @@ func TestStatusReconcilerWritesTheDeclaredStatus(t *testing.T) {
 	}
 }
 
-func TestStatusReconcilerWaitsForTheHelmReconciler(t *testing.T) {
+func TestReconcilerWaitsForTheHelmReconciler(t *testing.T) {
 	r, c, watches := statusReconciler(t, myProxy())
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
@@ -193,7 +193,7 @@ func TestStatusReconcilerWaitsForTheHelmReconciler(t *testing.T) {
 	}
 }
 
-func TestStatusReconcilerForgetsDeletedResources(t *testing.T) {
+func TestReconcilerForgetsDeletedResources(t *testing.T) {
 	r, _, _ := statusReconciler(t)
 	key := types.NamespacedName{Namespace: "team", Name: "gone"}
 	var gone []types.NamespacedName
@@ -203,5 +203,59 @@ func TestStatusReconcilerForgetsDeletedResources(t *testing.T) {
 	}
 	if len(gone) != 1 || gone[0] != key {
 		t.Errorf("Gone told %v, want %v", gone, key)
+	}
+}
+
+// An install or upgrade writes status once: the updater's write, filled by the Reconciler,
+// carries what the Reconciler would have patched next, and it then finds nothing to patch.
+func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
+	labels := map[string]string{"app.kubernetes.io/component": "proxy", "app.kubernetes.io/instance": "edge"}
+	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	cr := myProxy(condition(names.ConditionInitialized, "True"))
+	r, c, _ := statusReconciler(t, cr, service)
+	var patches int
+	r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			patches++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}})
+	key := types.NamespacedName{Namespace: "team", Name: "edge"}
+	// The post hook runs before the updater writes: the release and its generation are known.
+	if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	// The updater's write, as it builds it: its conditions and deployedRelease only.
+	written := getMyProxy(t, c, key)
+	written.Object["status"] = map[string]any{"conditions": []any{condition(names.ConditionDeployed, "True")},
+		"deployedRelease": map[string]any{"name": "edge", "manifest": proxyManifest}}
+	if err := PluginWrites(c, c, myProxyGVK, r).Status().Update(context.Background(), written); err != nil {
+		t.Fatal(err)
+	}
+	got := getMyProxy(t, c, key)
+	if v, _, _ := unstructured.NestedFieldNoCopy(got.Object, "status", "url"); v != "http://edge.team.svc:80" {
+		t.Errorf("status.url = %v after the updater's write, want the Reconciler's", v)
+	}
+	if v, _, _ := unstructured.NestedFieldNoCopy(got.Object, "status", names.StatusObservedGeneration); v != int64(1) {
+		t.Errorf("status.observedGeneration = %v after the updater's write, want 1", v)
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if patches != 0 {
+		t.Errorf("the Reconciler patched %d times after the updater's filled write, want 0", patches)
+	}
+	// A change the write could not know of (the Deployment appears) is the Reconciler's to write.
+	deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels, Generation: 1},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1"}}}}}}
+	if err := c.Create(context.Background(), deployment); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if patches != 1 {
+		t.Errorf("the Reconciler patched %d times after the Deployment appeared, want 1", patches)
 	}
 }

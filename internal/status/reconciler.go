@@ -1,4 +1,4 @@
-package controller
+package status
 
 import (
 	"context"
@@ -28,26 +28,26 @@ import (
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
-	"github.com/example/myproxy-operator/internal/status"
 )
 
-// StatusReconciler writes the part of a custom resource's status that the Helm reconciler does
+// Reconciler writes the part of a custom resource's status that the Helm reconciler does
 // not own: the fields and conditions its chart declares (kind.yaml, see internal/chartapi),
 // evaluated over the live objects of the release; the Ready condition every kind gets (the
-// kstatus rules over every release object); and observedGeneration (computed by internal/status).
+// kstatus rules over every release object); and observedGeneration (AppliedGenerations).
 //
 // It is a controller of its own because what it writes follows the live objects of a release,
-// which change without a reconcile (a Deployment becoming available). helm-operator-plugins'
-// status updater writes status as {conditions, deployedRelease}; its writes keep this
-// controller's fields through internal/keepstatus, and where that cannot apply (the cache at
-// another version) this controller puts them back on the next event. It never changes the
+// which change without a reconcile (a Deployment becoming available). The other writer is
+// helm-operator-plugins' status updater, which writes status as {conditions, deployedRelease}
+// at the end of its reconciles; through PluginWrites those writes keep this controller's fields
+// and carry what it would write next (Fill), and where that cannot apply (the cache at another
+// version) this controller puts them back on the next event. It never changes the Helm
 // reconciler's own conditions.
-type StatusReconciler struct {
+type Reconciler struct {
 	client.Client
 	GVK schema.GroupVersionKind
 	// Declaration is the chart's compiled kind.yaml.
 	Declaration *chartapi.Compiled
-	Applied     *status.AppliedGenerations
+	Applied     *AppliedGenerations
 	// MaxConcurrentReconciles is the number of workers (at least 1): a converging fleet's
 	// status must not lag behind its Deployments.
 	MaxConcurrentReconciles int
@@ -62,7 +62,7 @@ type StatusReconciler struct {
 	// Ready names it instead of reading it.
 	Namespaces map[string]cache.Config
 
-	own        status.Own
+	own        Own
 	objects    cache.Cache // the manager's cache, unfiltered
 	scheme     *runtime.Scheme
 	controller controller.Controller
@@ -73,15 +73,15 @@ type StatusReconciler struct {
 // SetupWithManager registers the controller: it runs when the custom resource, an object of its
 // release, or the Helm reconciler's progress (Applied: the generations it has applied) changes. selector limits it to the
 // resources the Helm reconciler takes.
-func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
-	r.own = status.OwnOf(r.Declaration.Kind.Status)
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
+	r.own = OwnOf(r.Declaration.Kind.Status)
 	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
 	// of their releases (they must not wake the Helm reconciler), and this controller follows
 	// exactly those. So it watches the same informers unfiltered, ignoring only its own writes.
-	changed := eventfilter.ChangedBeyondStatusWrites(r.own)
+	changed := ChangedBeyondStatusWrites(r.own)
 	forPredicates := []predicate.Predicate{predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return changed(e.ObjectOld, e.ObjectNew)
 	}}}
@@ -107,7 +107,7 @@ func (r *StatusReconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.La
 // watch makes changes of a kind's objects wake this controller, from the first release that
 // has one: which kinds a release creates depends on its values, and a kind no release has
 // needs no informer.
-func (r *StatusReconciler) watch(gvk schema.GroupVersionKind) error {
+func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
 	if _, done := r.watched.LoadOrStore(gvk, struct{}{}); done {
 		return nil
 	}
@@ -119,7 +119,7 @@ func (r *StatusReconciler) watch(gvk schema.GroupVersionKind) error {
 }
 
 // Reconcile recomputes the status and patches what changed.
-func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -136,55 +136,11 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	if r.Shard.ClaimedByOther(obj) {
-		return ctrl.Result{}, nil // that shard writes its status
+	current, desired, err := r.desired(ctx, obj)
+	if desired == nil || err != nil {
+		return ctrl.Result{}, err
 	}
-	current, _, _ := unstructured.NestedMap(obj.Object, "status")
-	if _, ok := current[names.StatusConditions]; !ok {
-		// The Helm reconciler has not reached it yet. Writing now would only make its first
-		// update (the finalizer) conflict; its first status write brings us back.
-		return ctrl.Result{}, nil
-	}
-	// Objects count only while the release is deployed: a failing install creates objects and
-	// removes them again on rollback, and following that churn would only race the Helm
-	// reconciler's own status writes.
-	isDeployed := status.Deployed(current)
-	var objects []status.ReleaseObject
-	if isDeployed {
-		objs, known, err := r.releaseObjects(ctx, req.NamespacedName)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if !known {
-			// Deployed before this process started, and not reconciled since: the Helm
-			// reconciler's post hook, which reconciles every resource on start, brings us back.
-			return ctrl.Result{}, nil
-		}
-		objects = objs
-		if labelledForAnotherShard(objects, r.Shard.ManagedValue()) {
-			// Handed over from another shard, whose label the objects still carry: this cache
-			// holds none of them until this shard's first upgrade relabels them, and the
-			// status it would compute now is not the objects'. That upgrade brings us back.
-			return ctrl.Result{}, nil
-		}
-	}
-	live := make([]map[string]any, 0, len(objects))
-	for _, o := range objects {
-		if o.Live != nil {
-			live = append(live, o.Live)
-		}
-	}
-	evaluated := r.Declaration.Evaluate(obj.Object, live)
-	for _, err := range evaluated.Errors {
-		log.FromContext(ctx).Error(err, "status expression failed; its field is left out")
-	}
-	computed := status.Computed{Fields: evaluated.Fields,
-		Conditions: append([]chartapi.ConditionValue{status.Ready(isDeployed, objects)}, evaluated.Conditions...)}
-	if generation, ok := r.Applied.Generation(req.NamespacedName, obj.GetUID()); ok {
-		computed.ObservedGeneration = &generation
-	}
-	desired := status.Apply(current, r.own, computed, metav1.Now())
-	changed := status.MergePatch(current, desired)
+	changed := MergePatch(current, desired)
 	if len(changed) == 0 {
 		return ctrl.Result{}, nil
 	}
@@ -201,12 +157,76 @@ func (r *StatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsConflict(err) {
-		return ctrl.Result{RequeueAfter: coalesceDelay}, nil
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
-func labelledForAnotherShard(objects []status.ReleaseObject, managed string) bool {
+// Fill brings u's status (about to be written by helm-operator-plugins' updater, see
+// PluginWrites) up to date with what Reconcile would write, so that one write carries both;
+// it leaves u as it is where Reconcile would write nothing or cannot tell yet.
+func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
+	if r.controller == nil || u.GetDeletionTimestamp() != nil {
+		return // not set up (no reconcile runs then), or going
+	}
+	if _, desired, err := r.desired(ctx, u); err == nil && desired != nil {
+		u.Object["status"] = desired
+	}
+}
+
+// desired returns obj's status as stored (current) and as this controller would have it, or a
+// nil desired where it must not write: another shard's resource, one the Helm reconciler has not
+// reached, or a release whose objects this process does not know yet.
+func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured) (current, desired map[string]any, err error) {
+	if r.Shard.ClaimedByOther(obj) {
+		return nil, nil, nil // that shard writes its status
+	}
+	current, _, _ = unstructured.NestedMap(obj.Object, "status")
+	if _, ok := current[names.StatusConditions]; !ok {
+		// The Helm reconciler has not reached it yet. Writing now would only make its first
+		// update (the finalizer) conflict; its first status write brings us back.
+		return current, nil, nil
+	}
+	key := client.ObjectKeyFromObject(obj)
+	// Objects count only while the release is deployed: a failing install creates objects and
+	// removes them again on rollback, and following that churn would only race the Helm
+	// reconciler's own status writes.
+	isDeployed := Deployed(current)
+	var objects []ReleaseObject
+	if isDeployed {
+		objs, known, err := r.releaseObjects(ctx, key)
+		if err != nil || !known {
+			// Not known: deployed before this process started, and not reconciled since; the
+			// Helm reconciler's post hook, which reconciles every resource on start, brings us back.
+			return current, nil, err
+		}
+		objects = objs
+		if labelledForAnotherShard(objects, r.Shard.ManagedValue()) {
+			// Handed over from another shard, whose label the objects still carry: this cache
+			// holds none of them until this shard's first upgrade relabels them, and the
+			// status it would compute now is not the objects'. That upgrade brings us back.
+			return current, nil, nil
+		}
+	}
+	live := make([]map[string]any, 0, len(objects))
+	for _, o := range objects {
+		if o.Live != nil {
+			live = append(live, o.Live)
+		}
+	}
+	evaluated := r.Declaration.Evaluate(obj.Object, live)
+	for _, err := range evaluated.Errors {
+		log.FromContext(ctx).Error(err, "status expression failed; its field is left out")
+	}
+	computed := Computed{Fields: evaluated.Fields,
+		Conditions: append([]chartapi.ConditionValue{Ready(isDeployed, objects)}, evaluated.Conditions...)}
+	if generation, ok := r.Applied.Generation(key, obj.GetUID()); ok {
+		computed.ObservedGeneration = &generation
+	}
+	return current, Apply(current, r.own, computed, metav1.Now()), nil
+}
+
+func labelledForAnotherShard(objects []ReleaseObject, managed string) bool {
 	for _, o := range objects {
 		if o.Ref.Managed != "" && o.Ref.Managed != managed {
 			return true
@@ -215,7 +235,7 @@ func labelledForAnotherShard(objects []status.ReleaseObject, managed string) boo
 	return false
 }
 
-func (r *StatusReconciler) forget(key types.NamespacedName) {
+func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Applied.Forget(key)
 }
 
@@ -223,14 +243,14 @@ func (r *StatusReconciler) forget(key types.NamespacedName) {
 // learnt them from its manifest (false before the first one since the process started), from
 // the cache (release objects are cached by their label), without copying them: they are only
 // read. Objects the cache holds typed are converted to the maps that expressions and kstatus read.
-func (r *StatusReconciler) releaseObjects(ctx context.Context, key types.NamespacedName) ([]status.ReleaseObject, bool, error) {
+func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedName) ([]ReleaseObject, bool, error) {
 	refs, known := r.Applied.Manifests.Known(key)
 	if !known {
 		return nil, false, nil
 	}
-	out := make([]status.ReleaseObject, 0, len(refs))
+	out := make([]ReleaseObject, 0, len(refs))
 	for _, ref := range refs {
-		o := status.ReleaseObject{Ref: ref}
+		o := ReleaseObject{Ref: ref}
 		if _, watched := r.Namespaces[ref.Namespace]; r.Namespaces != nil && ref.Namespace != "" && !watched {
 			o.Unfollowed = true
 		}

@@ -1,10 +1,9 @@
-package eventfilter
+package status
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/myproxy-operator/internal/objcompare"
-	"github.com/example/myproxy-operator/internal/status"
 )
 
 // ChangedBeyondStatusWrites returns an update filter for custom resources that passes an update
@@ -12,7 +11,7 @@ import (
 // did not are of no interest to any controller: without this filter each of the status
 // controller's writes would make it run again, and the objects a failing install creates and
 // rolls back would keep the two controllers triggering each other.
-func ChangedBeyondStatusWrites(own status.Own) func(oldObj, newObj any) bool {
+func ChangedBeyondStatusWrites(own Own) func(oldObj, newObj any) bool {
 	written := own.Written()
 	return func(oldObj, newObj any) bool {
 		o, ok := oldObj.(*unstructured.Unstructured)
