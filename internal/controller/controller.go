@@ -27,6 +27,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/finalizername"
 	"github.com/example/myproxy-operator/internal/helmconfig"
@@ -112,9 +113,9 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	secrets, err := NewSecretMetadataCache(mgr, namespaces)
+	secrets, err := caches.New(mgr, namespaces, caches.SecretMetadata)
 	if err != nil {
-		return fmt.Errorf("creating the Secret metadata cache: %w", err)
+		return err
 	}
 	go renderinputs.CodeVersion() // digest the executable before the first reconcile needs it
 	records, err := newRecordCache(mgr, namespaces)
@@ -128,16 +129,17 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records,
 		absences: releasestore.NewAbsences(recordIndex{records}), shard: o.Shard, claims: shard.NewClaims(),
 		running: p.ShardRunning, namespaces: namespaces}
-	sh.lookups, err = renderinputs.NewTracker(mgr, namespaces, func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
+	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
-		return fmt.Errorf("creating the lookup tracker: %w", err)
+		return err
 	}
+	sh.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if o.ChartRolloutRate > 0 {
 		sh.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
 	}
 	if o.Shard.Sharded() {
-		if sh.claimCache, err = NewClaimCache(mgr, namespaces, o.Shard); err != nil {
-			return fmt.Errorf("creating the shard claim cache: %w", err)
+		if sh.claimCache, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
+			return err
 		}
 	}
 	if sh.remembered, err = remembered.Default(); err != nil {
@@ -162,9 +164,11 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		if err := tenant.CheckRights(context.Background(), mgr.GetClient(), name); err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
-		if accounts[name], err = tenant.NewAccounts(mgr, name, namespaces); err != nil {
+		c, err := caches.New(mgr, namespaces, caches.ServiceAccounts(name))
+		if err != nil {
 			return err
 		}
+		accounts[name] = tenant.NewAccounts(name, c)
 	}
 	var kinds []capabilityReader
 	for _, w := range ws {
@@ -249,7 +253,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithReconcilePeriod(0),
 		reconciler.WithMaxReleaseHistory(o.MaxReleaseHistory),
 		// The release objects are watched by dependentWatches, below: the same rules in
-		// informers of the type cachedobject chooses.
+		// informers of the type caches.ReleaseObject chooses.
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/myproxy-operator/internal/cachedobject"
+	"github.com/example/myproxy-operator/internal/caches"
 )
 
 // dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
@@ -33,7 +33,7 @@ import (
 // generic events wake nothing. Unlike the upstream hook, which watches a kind one way only (the
 // way of the first object of the kind it meets), a kind whose release objects point at their
 // owner both ways (an owned ConfigMap beside a kept one, or one in another namespace) is
-// watched both ways: otherwise the objects of the other way would never wake the reconciler. What differs is the informer: the object cachedobject chooses,
+// watched both ways: otherwise the objects of the other way would never wake the reconciler. What differs is the informer: the object caches.ReleaseObject chooses,
 // typed for the kinds the scheme knows, shared with the status controller, where the upstream
 // hook always asks for an unstructured one.
 //
@@ -121,7 +121,7 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	if err := d.ctrl.Watch(source.Kind(d.cache, cachedobject.New(d.scheme, gvk), h, wake)); err != nil {
+	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), h, wake)); err != nil {
 		return err
 	}
 	d.watched[key] = true

@@ -33,30 +33,16 @@ const handoverRetry = 200 * time.Millisecond
 // to their shard: once no Helm call of this shard is in flight on one, and none may start
 // (shard.Claims), it clears the claim; the new shard, whose cache filter held the resource back
 // until then, claims it. It follows the claims through a metadata-only cache of the resources
-// that name this shard (NewClaimCache), and reads each resource from the apiserver before it
+// that name this shard (caches.Claims), and reads each resource from the apiserver before it
 // writes.
 type Handover struct {
-	ClaimCache cache.Cache   // NewClaimCache
+	ClaimCache cache.Cache   // caches.Claims
 	Live       client.Reader // the apiserver
 	Writer     client.Writer
 	GVK        schema.GroupVersionKind
 	Shard      shard.Shard
 	Claims     *shard.Claims
 	Recorder   record.EventRecorder
-}
-
-// NewClaimCache returns a cache, started by the manager, of the metadata of the custom
-// resources that name this shard in their claim, in the watched namespaces.
-func NewClaimCache(mgr ctrl.Manager, namespaces map[string]cache.Config, s shard.Shard) (cache.Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces, DefaultLabelSelector: s.OwnerSelector(),
-		DefaultTransform: cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, mgr.Add(c)
 }
 
 // SetupWithManager registers the controller: it runs for each claimed resource that this

@@ -7,7 +7,6 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -19,20 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 )
 
-// newRecordCache returns a cache, started by the manager, of the metadata of Helm release
-// records (Secrets labelled owner=helm) in the watched namespaces: names, labels and owner
-// references, not their content.
+// newRecordCache returns the release record cache (caches.ReleaseRecords), indexed by release.
 func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
-	records := labels.SelectorFromSet(labels.Set{names.RecordOwnerLabel: names.RecordOwnerHelm})
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces, DefaultLabelSelector: records,
-		DefaultTransform: recordIdentity,
-	})
+	c, err := caches.New(mgr, namespaces, caches.ReleaseRecords)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +37,7 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 	}); err != nil {
 		return nil, fmt.Errorf("indexing release records by release: %w", err)
 	}
-	return c, mgr.Add(c)
+	return c, nil
 }
 
 // recordReleaseIndex indexes the record cache by the release a record is of.
@@ -70,15 +63,6 @@ func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
 		return false, err
 	}
 	return len(l.Items) > 0, nil
-}
-
-// recordIdentity keeps what the record watch reads: which record, its labels and its owner.
-func recordIdentity(obj any) (any, error) {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
-			ResourceVersion: m.ResourceVersion, Labels: m.Labels, OwnerReferences: m.OwnerReferences}
-	}
-	return obj, nil
 }
 
 // watchReleaseRecords reconciles a custom resource when one of its release records is created,

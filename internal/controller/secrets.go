@@ -7,24 +7,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/values"
 )
 
 // WatchCheckedSecrets re-reconciles the custom resources whose checked values (paths, from the
 // secret checks of kind.yaml) name a Secret when that Secret changes, so that creating a missing
 // Secret recovers at once instead of after the backoff. It watches Secret metadata in secrets
-// (see NewSecretMetadataCache) and finds the custom resources in crs (the manager's cache).
+// (caches.SecretMetadata) and finds the custom resources in crs (the manager's cache).
 // A kind without secret checks gets no watch.
 func WatchCheckedSecrets(secrets, crs cache.Cache, gvk schema.GroupVersionKind, checks []chartapi.Check) reconciler.ControllerSetupFunc {
 	var paths []string
@@ -48,26 +45,6 @@ func secretMetadata() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return m
-}
-
-// NewSecretMetadataCache returns a cache, started by the manager, of the metadata of the
-// Secrets in the watched namespaces, without Helm's release records. The TLS-Secret watch needs
-// nothing more (the translator reads the Secret itself from the apiserver), and a cache of
-// whole Secrets would hold, and list at every start, every Secret of the cluster.
-func NewSecretMetadataCache(mgr manager.Manager, namespaces map[string]cache.Config) (cache.Cache, error) {
-	notRelease, err := labels.Parse("owner!=helm")
-	if err != nil {
-		return nil, err
-	}
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces, DefaultLabelSelector: notRelease,
-		DefaultTransform: renderinputs.OnlyIdentity, // the watch needs only which Secret it is
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, mgr.Add(c)
 }
 
 func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, paths []string, secret client.Object) []reconcile.Request {

@@ -6,6 +6,7 @@ package eventfilter
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,29 +117,38 @@ func Unfiltered(c cache.Cache) cache.Cache {
 	return c
 }
 
-// NewCache returns a cache constructor whose informers of the given kinds deliver only the
-// events their kind's Filter accepts; informers of every other kind use the filter that
-// fallback returns (it may read the cache itself), or deliver everything when fallback is nil.
-func NewCache(filters map[schema.GroupVersionKind]Filter, fallback func(client.Reader, *runtime.Scheme) Filter) cache.NewCacheFunc {
+// NewCache returns a cache constructor whose informers of the kinds in filters deliver only the
+// events their kind's Filter accepts, and informers of every other kind those that the filter
+// releaseObjects returns accepts (it may read the cache itself). The other kinds are those the
+// cache selects with its default selector (the managed label: release objects); a kind the
+// cache options select otherwise (ByObject) must be in filters, so that no kind falls under
+// the release objects' filter without having been declared one: the constructor fails if one
+// is not.
+func NewCache(filters map[schema.GroupVersionKind]Filter, releaseObjects func(client.Reader, *runtime.Scheme) Filter) cache.NewCacheFunc {
 	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+		for obj := range opts.ByObject {
+			gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
+			if err != nil {
+				return nil, err
+			}
+			if _, ok := filters[gvk]; !ok {
+				return nil, fmt.Errorf("the cache selects %s by an option of its own, but no event filter is declared for it", gvk)
+			}
+		}
 		c, err := cache.New(cfg, opts)
 		if err != nil {
 			return nil, err
 		}
-		fc := &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters}
-		if fallback != nil {
-			f := fallback(c, opts.Scheme)
-			fc.fallback = &f
-		}
-		return fc, nil
+		return &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters,
+			releaseObjects: releaseObjects(c, opts.Scheme)}, nil
 	}
 }
 
 type filteringCache struct {
 	cache.Cache
-	scheme   *runtime.Scheme
-	filters  map[schema.GroupVersionKind]Filter
-	fallback *Filter
+	scheme         *runtime.Scheme
+	filters        map[schema.GroupVersionKind]Filter
+	releaseObjects Filter
 }
 
 func (c *filteringCache) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
@@ -165,10 +175,7 @@ func (c *filteringCache) wrap(gvk schema.GroupVersionKind, i cache.Informer) cac
 	if f, ok := c.filters[gvk]; ok {
 		return &filteringInformer{Informer: i, filter: f}
 	}
-	if c.fallback != nil {
-		return &filteringInformer{Informer: i, filter: *c.fallback}
-	}
-	return i
+	return &filteringInformer{Informer: i, filter: c.releaseObjects}
 }
 
 type filteringInformer struct {

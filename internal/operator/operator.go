@@ -12,12 +12,7 @@ import (
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -31,11 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/controller"
-	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/leasefence"
-	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/shard"
@@ -138,6 +131,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		// The lock knows the namespace it resolved (the flag, or the Pod's own).
 		leaseNamespace, _, _ = strings.Cut(lock.Describe(), "/")
 	}
+	cacheOpts, newCache := caches.Manager(ws, namespaces, o.Shard, own)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
 		HealthProbeBindAddress:              o.HealthProbeBindAddress,
@@ -151,12 +145,12 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		GracefulShutdownTimeout:             &o.GracefulShutdownTimeout,
 		// Controller names are unique per process; a manager built to campaign again reuses them.
 		Controller: config.Controller{SkipNameValidation: &again},
-		Cache:      cacheOptions(ws, namespaces, o.Shard),
+		Cache:      cacheOpts,
 		// The custom resources are unstructured, and controller-runtime reads unstructured
-		// objects from the apiserver unless told otherwise: 9 GETs per MyProxy while a fleet
-		// converged. Their informers exist anyway (the reconcilers watch them).
+		// objects from the apiserver unless told otherwise: every reconcile would GET its
+		// resource. Their informers exist anyway (the reconcilers watch them).
 		Client:   client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		NewCache: eventfilter.NewCache(eventFilters(ws, o.Shard), releaseObjectFilter(ws, own)),
+		NewCache: newCache,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -202,92 +196,4 @@ func (r *lentRecorder) Eventf(obj runtime.Object, eventType, reason, format stri
 
 func (r *lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
 	r.events.mgr.GetEventRecorderFor(r.name).AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
-}
-
-// cacheOptions keep in memory only what the operator acts on:
-//   - of the kinds releases render, only release objects (labelled by managedlabel): without
-//     this, watching all namespaces cached every ConfigMap of the cluster;
-//   - no Secrets (see below);
-//   - no managed fields, which are often the larger part of an object.
-//
-// The custom resources are cached but for their managed fields, as the watch's selector and
-// this process's shard pick them (an invalid selector is reported when its reconciler is set
-// up); of the release objects, those of this shard.
-func cacheOptions(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Shard) cache.Options {
-	// "owner exists and does not": no Secret. The Helm reconciler watches Secrets for its
-	// release records, whose events eventFilters drops anyway; TLS Secrets are watched through
-	// a metadata-only cache of their own (controller.NewSecretMetadataCache).
-	noSecret, _ := labels.Parse(names.RecordOwnerLabel + ",!" + names.RecordOwnerLabel) // constant: cannot fail
-	byObject := map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: noSecret}}
-	for _, w := range ws {
-		cr := &unstructured.Unstructured{}
-		cr.SetGroupVersionKind(w.GroupVersionKind)
-		sel := s.Selector()
-		if w.Selector != nil {
-			if ws, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
-				if reqs, _ := ws.Requirements(); len(reqs) > 0 {
-					sel = sel.Add(reqs...)
-				}
-			}
-		}
-		byObject[cr] = cache.ByObject{Label: sel}
-	}
-	return cache.Options{
-		DefaultNamespaces:    namespaces,
-		DefaultLabelSelector: managedlabel.Selector(s.ManagedValue()),
-		DefaultTransform:     stripManagedFields,
-		ByObject:             byObject,
-	}
-}
-
-// stripManagedFields drops managed fields from objects entering the cache. It does what
-// cache.TransformStripManagedFields does, but for unstructured objects it deletes the field
-// instead of first decoding the whole list to know whether it is there: every watch event of
-// every cached object passes through here.
-func stripManagedFields(in any) (any, error) {
-	if u, ok := in.(*unstructured.Unstructured); ok {
-		if meta, ok := u.Object["metadata"].(map[string]any); ok {
-			delete(meta, "managedFields")
-		}
-		return in, nil
-	}
-	return cache.TransformStripManagedFields()(in)
-}
-
-// eventFilters keeps the operator from waking itself:
-//   - status writes to the custom resources (the reconciler's own and the status controller's)
-//     do not reach the Helm reconciler: every reconcile ends with one, and each would cost
-//     another reconcile (release reads and a drift check of every object). The status
-//     controller watches the unfiltered informer with a filter of its own;
-//   - Helm release Secrets (labelled owner=helm) are the reconciler's own records. Without
-//     this, a failing install, which writes a release record and removes it on rollback,
-//     re-enqueues itself at once and retries in a tight loop instead of backing off;
-//   - custom resources another shard acts on (package shard) do not reach this shard's
-//     reconcilers until that shard hands them over.
-func eventFilters(ws []watches.Watch, s shard.Shard) map[schema.GroupVersionKind]eventfilter.Filter {
-	filters := map[schema.GroupVersionKind]eventfilter.Filter{
-		corev1.SchemeGroupVersion.WithKind("Secret"): eventfilter.IgnoreLabelled(names.RecordOwnerLabel, names.RecordOwnerHelm),
-	}
-	for _, w := range ws {
-		filters[w.GroupVersionKind] = eventfilter.Both(eventfilter.IgnoreStatusOnlyChanges(),
-			eventfilter.IgnoreClaimedElsewhere(s.ClaimedByOther))
-	}
-	return filters
-}
-
-// releaseObjectFilter applies to the kinds a release renders (every kind without a filter of
-// its own): their deletes reach the reconciler unless the operator's own Helm actions made them
-// (eventfilter.ReleaseObjectDeletes), and their updates only when they change more than the
-// cluster's own bookkeeping.
-func releaseObjectFilter(ws []watches.Watch, own *ownwrites.Registry) func(client.Reader, *runtime.Scheme) eventfilter.Filter {
-	kinds := map[schema.GroupVersionKind]bool{}
-	for _, w := range ws {
-		kinds[w.GroupVersionKind] = true
-	}
-	return func(reader client.Reader, scheme *runtime.Scheme) eventfilter.Filter {
-		return eventfilter.Filter{
-			Update: eventfilter.IgnoreBookkeepingUpdates,
-			Delete: eventfilter.ReleaseObjectDeletes(reader, scheme, kinds, own),
-		}
-	}
 }

@@ -14,7 +14,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
 // CR names a custom resource whose renderings the Tracker follows.
@@ -40,36 +39,12 @@ type Tracker struct {
 	watched   map[schema.GroupVersionKind]bool
 }
 
-// NewTracker creates a Tracker whose cache the manager starts. wake is called, from an
-// informer's goroutine, for each custom resource whose rendering read an object that changed.
-func NewTracker(mgr manager.Manager, namespaces map[string]cache.Config, wake func(CR)) (*Tracker, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces: namespaces, DefaultTransform: OnlyIdentity,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(c); err != nil {
-		return nil, err
-	}
-	return newTracker(c, mgr.GetRESTMapper(), wake), nil
-}
-
-func newTracker(c cache.Cache, mapper meta.RESTMapper, wake func(CR)) *Tracker {
+// NewTracker creates a Tracker over c, a metadata cache of the watched namespaces
+// (caches.Lookups). wake is called, from an informer's goroutine, for each custom resource
+// whose rendering read an object that changed.
+func NewTracker(c cache.Cache, mapper meta.RESTMapper, wake func(CR)) *Tracker {
 	return &Tracker{cache: c, mapper: mapper, wake: wake,
 		followers: map[string]map[CR]struct{}{}, followed: map[CR][]string{}, watched: map[schema.GroupVersionKind]bool{}}
-}
-
-// OnlyIdentity is a cache transform for metadata-only caches whose readers need to know which
-// object it is and whether it changed, nothing more: labels, annotations and managed fields of
-// every object of a kind would otherwise stay in memory.
-func OnlyIdentity(obj any) (any, error) {
-	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
-			ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}
-	}
-	return obj, nil
 }
 
 // Unchanged reports whether every read would see now what it saw.

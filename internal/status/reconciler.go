@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/example/myproxy-operator/internal/cachedobject"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/names"
@@ -111,7 +111,7 @@ func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
 	if _, done := r.watched.LoadOrStore(gvk, struct{}{}); done {
 		return nil
 	}
-	if err := r.controller.Watch(source.Kind(r.objects, cachedobject.New(r.scheme, gvk), r.owned)); err != nil {
+	if err := r.controller.Watch(source.Kind(r.objects, caches.ReleaseObject(r.scheme, gvk), r.owned)); err != nil {
 		r.watched.Delete(gvk)
 		return err
 	}
@@ -258,11 +258,11 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 			if err := r.watch(ref.GVK); err != nil {
 				return nil, true, err
 			}
-			live := cachedobject.New(r.scheme, ref.GVK)
+			live := caches.ReleaseObject(r.scheme, ref.GVK)
 			err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
 			switch {
 			case err == nil:
-				if o.Live, err = cachedobject.Content(live, ref.GVK); err != nil {
+				if o.Live, err = caches.Content(live, ref.GVK); err != nil {
 					return nil, true, err
 				}
 			case !apierrors.IsNotFound(err):

@@ -26,7 +26,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -34,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
@@ -88,26 +86,9 @@ type Accounts struct {
 	cache cache.Cache
 }
 
-// NewAccounts returns the Accounts of name, whose cache of ServiceAccount metadata (only those
-// of that name, in the watched namespaces; nil: all) the manager starts. Selecting by name is
-// also what lets RBAC grant its list and watch by resourceNames.
-func NewAccounts(mgr manager.Manager, name string, namespaces map[string]cache.Config) (*Accounts, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultNamespaces:    namespaces,
-		DefaultFieldSelector: fields.OneTermEqualSelector("metadata.name", name),
-		DefaultTransform: func(o any) (any, error) {
-			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
-				m.ManagedFields, m.Annotations, m.Labels = nil, nil, nil
-			}
-			return o, nil
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("creating the ServiceAccount %q cache: %w", name, err)
-	}
-	return &Accounts{Name: name, cache: c}, mgr.Add(c)
-}
+// NewAccounts returns the Accounts of name over c, a cache of the ServiceAccounts of that name
+// (caches.ServiceAccounts).
+func NewAccounts(name string, c cache.Cache) *Accounts { return &Accounts{Name: name, cache: c} }
 
 func accountMetadata() *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}

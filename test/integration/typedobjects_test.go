@@ -16,14 +16,14 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/cachedobject"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
 // The status controller reads release objects of known kinds as typed structs (the cache holds
-// them so) and converts them with cachedobject.Content; it used to read them unstructured. Over
+// them so) and converts them with caches.Content; it used to read them unstructured. Over
 // the objects of a real release, read both ways from the apiserver, the chart's declaration and
 // the Ready condition must come out the same, at every stage of a rollout, and the converted
 // form must be the unstructured one plus zero values only.
@@ -72,7 +72,7 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 			key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(ref.GVK)
-			obj := cachedobject.New(scheme.Scheme, ref.GVK)
+			obj := caches.ReleaseObject(scheme.Scheme, ref.GVK)
 			if _, unknown := obj.(*unstructured.Unstructured); unknown {
 				t.Fatalf("%s is not known to the scheme: nothing typed to compare", ref)
 			}
@@ -82,7 +82,7 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 			if err := c.Get(ctx, key, obj); err != nil {
 				t.Fatal(err)
 			}
-			converted, err := cachedobject.Content(obj, ref.GVK)
+			converted, err := caches.Content(obj, ref.GVK)
 			if err != nil {
 				t.Fatal(err)
 			}

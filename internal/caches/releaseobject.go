@@ -1,10 +1,4 @@
-// Package cachedobject decides in which Go type the manager's cache holds the objects of a
-// release: kinds the scheme knows (Deployments, Services, ConfigMaps...) are cached as their
-// typed structs, other kinds as unstructured objects. The objects of a fleet's releases are
-// most of what the operator holds in memory, and nested maps take about twice the memory of
-// the same object as a struct. Every watch of release objects must ask this package for its
-// object, so that one kind has one informer.
-package cachedobject
+package caches
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,8 +7,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// New returns an empty object of the kind, in the type the cache holds it in.
-func New(scheme *runtime.Scheme, gvk schema.GroupVersionKind) client.Object {
+// The Go type the manager's cache holds the objects of a release in: kinds the scheme knows
+// (Deployments, Services, ConfigMaps...) as their typed structs, other kinds as unstructured
+// objects. The objects of a fleet's releases are most of what the operator holds in memory, and
+// nested maps take about twice the memory of the same object as a struct. Every watch of release
+// objects must ask ReleaseObject for its object, so that one kind has one informer.
+
+// ReleaseObject returns an empty object of the kind, in the type the cache holds it in.
+func ReleaseObject(scheme *runtime.Scheme, gvk schema.GroupVersionKind) client.Object {
 	if scheme.Recognizes(gvk) {
 		if o, err := scheme.New(gvk); err == nil {
 			if obj, ok := o.(client.Object); ok {

@@ -1,4 +1,4 @@
-package cachedobject
+package caches
 
 import (
 	"testing"
@@ -23,13 +23,13 @@ func TestNewIsTypedForKnownKindsOnly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			obj := New(scheme.Scheme, tt.gvk)
+			obj := ReleaseObject(scheme.Scheme, tt.gvk)
 			_, isUnstructured := obj.(*unstructured.Unstructured)
 			if isUnstructured == tt.typed {
-				t.Fatalf("New(%v) is %T; typed wanted: %v", tt.gvk, obj, tt.typed)
+				t.Fatalf("ReleaseObject(%v) is %T; typed wanted: %v", tt.gvk, obj, tt.typed)
 			}
 			if got := obj.GetObjectKind().GroupVersionKind(); got != tt.gvk {
-				t.Fatalf("New(%v) has kind %v", tt.gvk, got)
+				t.Fatalf("ReleaseObject(%v) has kind %v", tt.gvk, got)
 			}
 		})
 	}
