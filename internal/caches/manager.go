@@ -2,7 +2,6 @@ package caches
 
 import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/shard"
 )
@@ -30,17 +28,12 @@ var managerEntries = []Entry{
 		ReadBy: "the Helm reconciler, the status controller, the client's reads of custom resources",
 	},
 	{
-		Cache: "manager", Holds: "release objects: every other kind a release renders, as each is first watched " +
-			"(typed where the scheme knows the kind, package caches)",
+		Cache: "manager", Holds: "release objects: every other kind a release renders, Secrets included, as each " +
+			"is first watched (typed where the scheme knows the kind, ReleaseObject)",
 		Selected: "the managed label with this shard's value (package managedlabel)", Keeps: "all but managed fields",
 		Events: "updates of bookkeeping only (status, resourceVersion, the Deployment revision) and deletes " +
 			"the operator's own Helm actions made (package ownwrites) are dropped",
 		ReadBy: "the dependent watches (drift), the status controller (Ready, declared fields)",
-	},
-	{
-		Cache: "manager", Holds: "no Secret", Selected: "a selector nothing matches", Keeps: "—",
-		Events: "—",
-		ReadBy: "the Helm reconciler's own watch of Secrets, which the release record cache replaces",
 	},
 }
 
@@ -49,11 +42,12 @@ var managerEntries = []Entry{
 // Of the kinds releases render, it holds only release objects: without that, watching all
 // namespaces would cache every ConfigMap of the cluster.
 func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Shard, own *ownwrites.Registry) (cache.Options, cache.NewCacheFunc) {
-	// "owner exists and does not": no Secret. Release records are Secrets, watched through a
-	// cache of their metadata (ReleaseRecords), as are the Secrets that values name (SecretMetadata).
-	noSecret, _ := labels.Parse(names.RecordOwnerLabel + ",!" + names.RecordOwnerLabel) // constant: cannot fail
-	byObject := map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: noSecret}}
-	filters := map[schema.GroupVersionKind]eventfilter.Filter{corev1.SchemeGroupVersion.WithKind("Secret"): {}}
+	// Secrets are release objects like any other kind: a chart's Secret carries the managed
+	// label, and hand edits of it are set back. Release records and every other Secret carry
+	// none; records are watched through a cache of their metadata (ReleaseRecords), as are the
+	// Secrets that values name (SecretMetadata).
+	byObject := map[client.Object]cache.ByObject{}
+	filters := map[schema.GroupVersionKind]eventfilter.Filter{}
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}

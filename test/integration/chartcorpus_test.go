@@ -71,7 +71,7 @@ var corpus = []construct{
 	{kind: "Schema", spec: map[string]any{"image": map[string]any{"repository": "registry.example.com/web", "tag": nil},
 		"storage": map[string]any{"type": "pvc", "size": "10Gi"}, "annotations": map[string]any{"team": "a", "cost-centre": "b"}},
 		upgrade: `{"spec":{"mode":"strict","storage":{"type":"emptyDir","size":null},"image":{"tag":"v2"}}}`,
-		edited:  gvk("", "v1", "ConfigMap"), suffix: "-schema", edit: `{"data":{"mode":"tampered"}}`},
+		edited:  gvk("", "v1", "Secret"), suffix: "-schema-credentials", edit: `{"stringData":{"mode":"tampered"}}`},
 	{kind: "Hooks", spec: map[string]any{}, upgrade: `{"spec":{"minAvailable":2}}`,
 		edited: gvk("", "v1", "ConfigMap"), suffix: "-hooks", edit: `{"data":{"minAvailable":"9"}}`},
 	{kind: "Umbrella", spec: map[string]any{"backend": map[string]any{"port": 8081}},
@@ -88,7 +88,7 @@ var corpus = []construct{
 // The kinds whose objects a snapshot reads: everything the corpus renders, or must not render
 // (the test hooks of templates/tests, the helmignored draft).
 var corpusObjectKinds = []schema.GroupVersionKind{
-	gvk("", "v1", "ConfigMap"), gvk("", "v1", "Service"), gvk("", "v1", "ServiceAccount"), gvk("", "v1", "Pod"),
+	gvk("", "v1", "ConfigMap"), gvk("", "v1", "Secret"), gvk("", "v1", "Service"), gvk("", "v1", "ServiceAccount"), gvk("", "v1", "Pod"),
 	gvk("apps", "v1", "Deployment"), gvk("policy", "v1", "PodDisruptionBudget"), gvk("parts.example.com", "v1", "Widget"),
 	gvk("networking.k8s.io", "v1", "Ingress"), gvk("networking.k8s.io", "v1", "NetworkPolicy"), gvk("autoscaling", "v2", "HorizontalPodAutoscaler"),
 }
@@ -207,7 +207,9 @@ func (s corpusSubject) history(t *testing.T, kind string) []revision {
 func (s corpusSubject) snapshot(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	add := func(u *unstructured.Unstructured) {
-		if u.GetName() == "kube-root-ca.crt" || u.GetName() == operatorAccount || u.GetDeletionTimestamp() != nil {
+		if u.GetName() == "kube-root-ca.crt" || u.GetName() == operatorAccount || u.GetDeletionTimestamp() != nil ||
+			u.GetLabels()[names.RecordOwnerLabel] == names.RecordOwnerHelm { // release records: compared as histories
+
 			return
 		}
 		key := strings.ReplaceAll(u.GetKind()+" "+u.GetName(), s.ns, "NS")
