@@ -86,6 +86,22 @@ func IgnoreBookkeepingUpdates(oldObj, newObj any) bool {
 	return !ok1 || !ok2 || !objcompare.Equal(o, n, bookkeeping)
 }
 
+// statusAndVersion is what helm-operator-plugins' dependent predicate ignores in an update of a
+// release object: status and resourceVersion (and the status's managed fields; the caches keep
+// none).
+var statusAndVersion = objcompare.Ignore{
+	"status":   nil,
+	"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil},
+}
+
+// IgnoreStatusUpdates drops updates of release objects that change only status and
+// resourceVersion: the plugins' own rule, which the stock path (--fast-paths=false) keeps.
+func IgnoreStatusUpdates(oldObj, newObj any) bool {
+	o, ok1 := asMap(oldObj)
+	n, ok2 := asMap(newObj)
+	return !ok1 || !ok2 || !objcompare.Equal(o, n, statusAndVersion)
+}
+
 // asMap returns the content of an object: itself when unstructured (read only), else converted.
 func asMap(obj any) (map[string]any, bool) {
 	if u, ok := obj.(runtime.Unstructured); ok {

@@ -161,3 +161,28 @@ func TestIgnoreClaimedElsewhereBothWithStatusChanges(t *testing.T) {
 		t.Errorf("adds=%d updates=%d deletes=%d, want 1 each", rec.adds, rec.updates, rec.deletes)
 	}
 }
+
+func TestIgnoreStatusUpdatesIsThePluginsDependentRule(t *testing.T) {
+	obj := func(replicas int64, status, version, revision string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"spec":   map[string]any{"replicas": replicas},
+			"status": map[string]any{"phase": status},
+		}}
+		u.SetResourceVersion(version)
+		u.SetAnnotations(map[string]string{"deployment.kubernetes.io/revision": revision})
+		return u
+	}
+	base := obj(1, "a", "1", "1")
+	for name, tt := range map[string]struct {
+		newObj *unstructured.Unstructured
+		want   bool
+	}{
+		"status and resourceVersion": {obj(1, "b", "2", "1"), false},
+		"the Deployment revision":    {obj(1, "a", "2", "2"), true}, // bookkeeping to the fast path only
+		"spec":                       {obj(2, "a", "2", "1"), true},
+	} {
+		if got := IgnoreStatusUpdates(base, tt.newObj); got != tt.want {
+			t.Errorf("%s: passed %v, want %v", name, got, tt.want)
+		}
+	}
+}

@@ -114,7 +114,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.FastPaths, FastPathsFlag, true,
 		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run, "+
 			"a new release's empty history answered from the record cache, release records encoded with "+
-			"pooled compressors. false runs helm-operator-plugins' and Helm's own path for each "+
+			"pooled compressors, event filters that skip reconciles which would change nothing. false runs "+
+			"helm-operator-plugins' and Helm's own path for each "+
 			"(the same outcome, at their cost; --chart-rollout-rate then does not apply).")
 	fs.Float64Var(&o.ChartRolloutRate, "chart-rollout-rate", 5,
 		"Upgrades per second when a new chart (an operator upgrade) changes releases; spec changes "+

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -192,6 +193,10 @@ type corpusSubject struct {
 	c     client.Client
 	// constructs are the charts it takes through the phases.
 	constructs []construct
+	// restarted, when set, takes the subject through extendedPhases too: it kills the operator
+	// with SIGKILL, runs whileDown and starts it again; charts is the folder of the corpus's charts.
+	restarted func(t *testing.T, whileDown func())
+	charts    string
 }
 
 // sample is the custom resource's (and its release's) name in every namespace.
@@ -314,6 +319,10 @@ func (s corpusSubject) waitRevision(t *testing.T, want int) {
 
 // phases are the steps after which both namespaces are compared.
 var phases = []string{"installed", "upgraded", "hand edits set back", "hand rollback undone", "deleted"}
+
+// extendedPhases are the steps after which the differential of the fast paths also compares
+// its two subjects, both this operator.
+var extendedPhases = []string{"hand upgrade undone", "new API followed", "changed while killed"}
 
 // histories is the key of the release histories (by kind) in a subject's snapshots, read
 // after the hand edits were set back.
@@ -441,6 +450,9 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		return asUpgraded(ctx)
 	})
 	take(phases[3])
+	if s.restarted != nil {
+		runExtended(t, s, take, asUpgraded)
+	}
 	snapshots[histories] = map[string]string{}
 	for _, k := range s.constructs {
 		snapshots[histories][k.kind] = fmt.Sprintf("%+v", s.history(t, k.kind))
@@ -458,6 +470,81 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		}
 	}
 	take(phases[4])
+}
+
+// runExtended takes the corpus of s through extendedPhases: nothing written at rest; a hand
+// `helm upgrade`, which the operator undoes; a new API that a chart tests for, which renders
+// again the releases that read it; a spec changed while the operator was killed with SIGKILL.
+func runExtended(t *testing.T, s corpusSubject, take func(string) map[string]string, asUpgraded func(context.Context) (bool, string)) {
+	ctx := context.Background()
+	name := func(k construct) string { return sample + "-" + strings.ToLower(k.kind) }
+	// A write loop (one writer waking another with nothing to change) shows as resources or
+	// release histories that keep changing once everything is deployed.
+	written := func(ctx context.Context) (bool, string) {
+		var b strings.Builder
+		for _, k := range s.constructs {
+			u := corpusCR(k.kind, s.ns, name(k))
+			if err := s.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+				return false, err.Error()
+			}
+			fmt.Fprintf(&b, "%s@%s %+v\n", k.kind, u.GetResourceVersion(), s.history(t, k.kind))
+		}
+		return true, b.String()
+	}
+	_, atRest := written(ctx)
+	harness.Consistently(t, 5*time.Second, s.name+": nothing written at rest", func(ctx context.Context) (bool, string) {
+		ok, now := written(ctx)
+		return ok && now == atRest, now
+	})
+
+	// A person upgrades a release with helm: revision 5, which the operator upgrades back to the spec.
+	handled := corpus[0]
+	harness.Run(t, []string{"KUBECONFIG=" + kubeconfig}, harness.Tool(t, "HELM", "helm"),
+		"upgrade", name(handled), filepath.Join(s.charts, "inferred"), "-n", s.ns, "--reuse-values", "--set", "message=by-hand")
+	harness.Eventually(t, timeout, s.name+": the hand upgrade undone", func(ctx context.Context) (bool, string) {
+		h := s.history(t, handled.kind)
+		if len(h) == 0 || h[len(h)-1].Revision != 6 || h[len(h)-1].Status != "deployed" {
+			return false, fmt.Sprintf("history %+v", h)
+		}
+		return asUpgraded(ctx)
+	})
+	take(extendedPhases[0])
+
+	// An API the lookups chart tests for (.Capabilities) appears: its release renders an object more.
+	group := s.ns + ".corpus.example.com"
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+					XPreserveUnknownFields: ptr.To(true)}}}}},
+	}
+	if err := s.c.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.c.Delete(context.Background(), crd) })
+	harness.Eventually(t, timeout, s.name+": the new API followed", func(ctx context.Context) (bool, string) {
+		snap, err := s.snapshot(ctx)
+		return err == nil && snap["ConfigMap "+sample+"-lookups-gadget"] != "", fmt.Sprint(err)
+	})
+	take(extendedPhases[1])
+
+	// The operator is killed; a spec changes while it is down; started again, it upgrades once.
+	s.restarted(t, func() {
+		if err := s.c.Patch(ctx, corpusCR(handled.kind, s.ns, name(handled)), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"count":5}}`))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	harness.Eventually(t, timeout, s.name+": the change made while killed deployed", func(ctx context.Context) (bool, string) {
+		h := s.history(t, handled.kind)
+		if len(h) == 0 || h[len(h)-1].Revision != 7 || h[len(h)-1].Status != "deployed" {
+			return false, fmt.Sprintf("history %+v", h)
+		}
+		snap, err := s.snapshot(ctx)
+		return err == nil && strings.Contains(snap["ConfigMap "+sample+"-inferred-inferred"], `"count":"5"`), fmt.Sprint(err)
+	})
+	take(extendedPhases[2])
 }
 
 // runSubjects takes the corpus through its phases under every subject at once, and returns
@@ -548,13 +635,20 @@ func TestFastPathsAreTheStockPath(t *testing.T) {
 		if i == 1 {
 			args = append(args, "--"+options.FastPathsFlag+"=false")
 		}
-		harness.StartOperator(t, operatorBin, kubeconfig, args, "WATCH_NAMESPACE="+s.ns)
+		env := "WATCH_NAMESPACE=" + s.ns
+		op := harness.StartOperator(t, operatorBin, kubeconfig, args, env)
+		s.charts = filepath.Dir(watches)
+		s.restarted = func(t *testing.T, whileDown func()) {
+			op.Kill()
+			whileDown()
+			op = harness.StartOperator(t, operatorBin, kubeconfig, args, env)
+		}
 	}
 	snapshots := runSubjects(t, subjects)
 	if t.Failed() {
 		return
 	}
-	for _, phase := range append(slices.Clone(phases), histories) {
+	for _, phase := range slices.Concat(phases, extendedPhases, []string{histories}) {
 		if d := diff(snapshots[0][phase], snapshots[1][phase], subjects[0].name, subjects[1].name); len(d) > 0 {
 			t.Errorf("%s: the two differ:\n%s", phase, strings.Join(d, "\n"))
 		}
