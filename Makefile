@@ -106,6 +106,12 @@ bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) cluster-build ## Benchmar
 	BENCH_DIR=$(abspath $(BENCH_DIR)) go run ./bench
 	cp $(abspath $(BENCH_DIR))/results.md $(BENCH_REPORT)
 
+.PHONY: bench-fast-paths
+bench-fast-paths: build cluster-build ## Measure each fast path: this operator with every one, none, and each alone off, interleaved ROUNDS (3) times (N=300 IDLE=30s; results in docs/fast-path-results.md).
+	BENCH_DIR=$(abspath $(BENCH_DIR))/fast-paths N=$${N:-300} IDLE=$${IDLE:-30s} SAMPLES=$${SAMPLES:-3} UNRELATED=0 METRICS_FILTER=0 \
+	  FAST_PATH_ROUNDS=$${ROUNDS:-3} go run ./bench
+	cp $(abspath $(BENCH_DIR))/fast-paths/fastpaths.md docs/fast-path-results.md
+
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/... ./bench/...

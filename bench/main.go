@@ -74,6 +74,7 @@ type settings struct {
 	baseline         string   // results.json of a run at a smaller N
 	metricsFilter    bool     // compare this operator's metrics filter with controller-runtime's
 	fleet            bool     // run the fleet of each subject (FLEET=0: only the memory runs)
+	rounds           int      // FAST_PATH_ROUNDS > 0: measure the fast paths instead (benchFastPaths)
 }
 
 func main() {
@@ -116,6 +117,7 @@ func loadSettings() (settings, error) {
 	s.baseline = os.Getenv("BASELINE")
 	s.metricsFilter = os.Getenv("METRICS_FILTER") != "0"
 	s.fleet = os.Getenv("FLEET") != "0"
+	s.rounds = envInt("FAST_PATH_ROUNDS", 0)
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -135,7 +137,10 @@ func run() error {
 	c := &cluster{root: s.root, dir: filepath.Join(s.dir, "cluster"), portBase: s.portBase}
 	defer func() { _ = c.down() }()
 
-	rep := &report{Started: time.Now(), Machine: fmt.Sprintf("%d cores", runtime.NumCPU()),
+	if s.rounds > 0 {
+		return benchFastPaths(ctx, s, c, s.rounds)
+	}
+	rep := &report{Started: time.Now(), Machine: machine(),
 		Command: fmt.Sprintf("make bench N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d",
 			s.n, s.lookups, s.idle, s.samples, s.stockSamples, s.unrelated)}
 	if s.keep {
@@ -302,6 +307,9 @@ func (r *report) write(dir string) error {
 	r.markdown(f)
 	return nil
 }
+
+// machine describes the machine a run measured on.
+func machine() string { return fmt.Sprintf("%d cores", runtime.NumCPU()) }
 
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)

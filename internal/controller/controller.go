@@ -197,10 +197,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	recorder := mgr.GetEventRecorderFor(name)
 	absences := sh.absences // the empty history of a new release answered from the record cache
-	if !o.FastPaths {
+	if !o.FastPaths.On(options.FastEmptyHistory) {
 		absences = nil
 	}
-	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(releasestore.Driver(sh.own, absences, o.FastPaths))}
+	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(releasestore.Driver(sh.own, absences, o.FastPaths.On(options.FastRecordEncoding)))}
 	if accounts != nil {
 		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(accounts.Name)))
 	}
@@ -258,7 +258,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(), Running: sh.running, NoDigests: !o.FastPaths,
+			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(), Running: sh.running, NoDigests: !o.FastPaths.On(options.FastDigests),
 			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo,
 				Stamp: sh.shard.ManagedValue()},
 		})),

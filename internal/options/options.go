@@ -25,9 +25,6 @@ const WatchNamespaceEnv = "WATCH_NAMESPACE"
 // the apiserver's latency rather than to local cores.
 const DefaultMaxConcurrentReconciles = 16
 
-// FastPathsFlag switches every fast path off at once (Options.FastPaths).
-const FastPathsFlag = "fast-paths"
-
 // Options are the operator's settings.
 type Options struct {
 	WatchesFile             string
@@ -54,9 +51,9 @@ type Options struct {
 	UnlockPendingAfter time.Duration
 	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
 	ChartRolloutRate float64
-	// FastPaths, when false, runs helm-operator-plugins' own path where the operator has a
-	// faster one of its own (FastPathsFlag).
-	FastPaths               bool
+	// FastPaths are the fast paths taken; off, each runs helm-operator-plugins' own path where
+	// the operator has a faster one of its own (FastPathsFlag).
+	FastPaths               FastPaths
 	GracefulShutdownTimeout time.Duration
 	// Shard is the part of the fleet this process owns (--shard, --shards).
 	Shard shard.Shard
@@ -111,12 +108,14 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Without leader election: how long a release must have been pending before it is taken as left "+
 			"by an interrupted action and unlocked (another process may be acting on it until then). "+
 			"With leader election the Lease holder unlocks at once.")
-	fs.BoolVar(&o.FastPaths, FastPathsFlag, true,
-		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run, "+
-			"a new release's empty history answered from the record cache, release records encoded with "+
-			"pooled compressors, event filters that skip reconciles which would change nothing. false runs "+
-			"helm-operator-plugins' and Helm's own path for each "+
-			"(the same outcome, at their cost; --chart-rollout-rate then does not apply).")
+	o.FastPaths = slices.Clone(AllFastPaths)
+	fs.Var(&o.FastPaths, FastPathsFlag,
+		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run ("+FastDigests+"), "+
+			"a new release's empty history answered from the record cache ("+FastEmptyHistory+"), release records "+
+			"encoded with pooled compressors ("+FastRecordEncoding+"), event filters that skip reconciles which would "+
+			"change nothing ("+FastEventFilters+"). true takes every one; false runs helm-operator-plugins' and Helm's "+
+			"own path for each (the same outcome, at their cost; --chart-rollout-rate then does not apply); a "+
+			"comma-separated list takes those named.")
 	fs.Float64Var(&o.ChartRolloutRate, "chart-rollout-rate", 5,
 		"Upgrades per second when a new chart (an operator upgrade) changes releases; spec changes "+
 			"are not limited. 0 means no limit.")

@@ -1,0 +1,73 @@
+package options
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// FastPathsFlag chooses the operator's fast paths (Options.FastPaths).
+const FastPathsFlag = "fast-paths"
+
+// The fast paths, each beside the stock path it replaces (docs/architecture.md, "Fast paths").
+const (
+	// FastDigests answers the upgrade check from digests instead of the plugins' dry run.
+	FastDigests = "digests"
+	// FastEmptyHistory answers a new release's empty history from the record cache instead of
+	// Helm listing its Secrets.
+	FastEmptyHistory = "empty-history"
+	// FastRecordEncoding encodes release records with pooled compressors instead of Helm's
+	// Secrets driver encoding.
+	FastRecordEncoding = "record-encoding"
+	// FastEventFilters drops events whose reconcile would change nothing, where the plugins pass
+	// them.
+	FastEventFilters = "event-filters"
+)
+
+// AllFastPaths lists every fast path.
+var AllFastPaths = []string{FastDigests, FastEmptyHistory, FastRecordEncoding, FastEventFilters}
+
+// FastPaths is the set of fast paths the operator takes. As a flag: true (every one, the
+// default), false (none: helm-operator-plugins' and Helm's own path for each), or a
+// comma-separated list of names, to measure or isolate one.
+type FastPaths []string
+
+// On reports whether the fast path name is taken.
+func (f FastPaths) On(name string) bool { return slices.Contains(f, name) }
+
+func (f *FastPaths) String() string {
+	switch {
+	case f == nil || len(*f) == 0:
+		return "false"
+	case len(*f) == len(AllFastPaths):
+		return "true"
+	}
+	return strings.Join(*f, ",")
+}
+
+// Set parses true, false or a list of names.
+func (f *FastPaths) Set(v string) error {
+	switch v {
+	case "true":
+		*f = slices.Clone(AllFastPaths)
+		return nil
+	case "false", "":
+		*f = FastPaths{}
+		return nil
+	}
+	var out FastPaths
+	for _, name := range strings.Split(v, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(AllFastPaths, name) {
+			return fmt.Errorf("unknown fast path %q: true, false, or a list of %s", name, strings.Join(AllFastPaths, ", "))
+		}
+		if !out.On(name) {
+			out = append(out, name)
+		}
+	}
+	*f = out
+	return nil
+}
+
+// IsBoolFlag lets --fast-paths stand alone for true, as the boolean flag it was.
+func (f *FastPaths) IsBoolFlag() bool { return true }
