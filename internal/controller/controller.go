@@ -18,9 +18,11 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -84,25 +86,34 @@ var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
 	return actionclient.NewMetrics(crmetrics.Registry)
 })
 
-// shared is what every kind's reconciler shares.
+// shared is what every kind's reconcilers share in this process, by role.
 type shared struct {
-	metrics    *actionclient.Metrics
-	secrets    cache.Cache
-	rollout    *rate.Limiter // the rate is the operator's
-	queues     *requeue.Queues
-	lookups    *renderinputs.Tracker
-	unlock     actionclient.SoleWriter
+	// watched is what the reconcilers watch beside the manager's cache (package caches).
+	watched struct {
+		namespaces map[string]cache.Config // nil: all
+		secrets    cache.Cache             // caches.SecretMetadata
+		records    cache.Cache             // caches.ReleaseRecords
+		claims     cache.Cache             // caches.Claims; sharded only
+		lookups    *renderinputs.Tracker   // over caches.Lookups
+	}
+	// helm is what every Helm action of the process shares.
+	helm struct {
+		metrics *actionclient.Metrics
+		rollout *rate.Limiter // the rate is the operator's; nil: unpaced
+		unlock  actionclient.SoleWriter
+	}
+	// sharding is this process's part of the fleet.
+	sharding struct {
+		shard   shard.Shard
+		claims  *shard.Claims
+		running shard.Liveness
+	}
+	// own are the operator's own writes and deletes; absences, the releases known to have no
+	// record; remembered lists every per-resource store, to forget a resource gone.
 	own        *ownwrites.Registry
-	records    cache.Cache
 	absences   *releasestore.Absences
-	shard      shard.Shard
-	claims     *shard.Claims
-	running    shard.Liveness
-	claimCache cache.Cache // sharded only
-	// namespaces are the watched namespaces (nil: all).
-	namespaces map[string]cache.Config
-	// remembered lists every per-resource store, to forget a resource gone.
 	remembered *remembered.Registry
+	queues     *requeue.Queues
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -126,19 +137,20 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if own == nil {
 		own = ownwrites.New()
 	}
-	sh := shared{metrics: metrics, secrets: secrets, queues: requeue.New(), unlock: p.Unlock, own: own, records: records,
-		absences: releasestore.NewAbsences(recordIndex{records}), shard: o.Shard, claims: shard.NewClaims(),
-		running: p.ShardRunning, namespaces: namespaces}
+	sh := shared{queues: requeue.New(), own: own, absences: releasestore.NewAbsences(recordIndex{records})}
+	sh.watched.namespaces, sh.watched.secrets, sh.watched.records = namespaces, secrets, records
+	sh.helm.metrics, sh.helm.unlock = metrics, p.Unlock
+	sh.sharding.shard, sh.sharding.claims, sh.sharding.running = o.Shard, shard.NewClaims(), p.ShardRunning
 	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
 		return err
 	}
-	sh.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
+	sh.watched.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if o.ChartRolloutRate > 0 {
-		sh.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
+		sh.helm.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
 	}
 	if o.Shard.Sharded() {
-		if sh.claimCache, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
+		if sh.watched.claims, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
 			return err
 		}
 	}
@@ -146,12 +158,12 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	for _, s := range []remembered.Store{
-		{Map: "lookup_followers", Forget: func(k remembered.Key) { sh.lookups.Forget(renderinputs.CR(k)) }, Len: sh.lookups.Following},
+		{Map: "lookup_followers", Forget: func(k remembered.Key) { sh.watched.lookups.Forget(renderinputs.CR(k)) }, Len: sh.watched.lookups.Following},
 		{Map: "release_states", Forget: func(k remembered.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
 		{Map: "known_releases", Forget: func(k remembered.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
 		// Entries that go with the write or the handover that made them.
 		{Map: "own_writes", Len: own.Len},
-		{Map: "shard_claims", Len: sh.claims.Len},
+		{Map: "shard_claims", Len: sh.sharding.claims.Len},
 	} {
 		sh.remembered.Add(s)
 	}
@@ -178,7 +190,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		}
 		kinds = append(kinds, k)
 	}
-	return mgr.Add(&apiWatch{cache: sh.lookups.Cache(), reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
+	return mgr.Add(&apiWatch{cache: sh.watched.lookups.Cache(), reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
 }
 
 // serviceAccountFor is the ServiceAccount the releases of w run as: its own, else the
@@ -200,25 +212,17 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if !o.FastPaths.On(options.FastEmptyHistory) {
 		absences = nil
 	}
-	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(releasestore.Driver(sh.own, absences, o.FastPaths.On(options.FastRecordEncoding)))}
+	account := ""
 	if accounts != nil {
-		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(accounts.Name)))
+		account = accounts.Name
 	}
-	actionConfigGetter, err := helmclient.NewActionConfigGetter(mgr.GetConfig(), mgr.GetRESTMapper(), getterOpts...)
-	if err != nil {
-		return capabilityReader{}, fmt.Errorf("creating Helm action config getter: %w", err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return capabilityReader{}, fmt.Errorf("creating discovery client: %w", err)
-	}
-	configs := helmconfig.New(actionConfigGetter, dc, sh.own, sh.shard.ManagedValue(), w.Reach)
-	if accounts != nil {
-		configs.RunAs(accounts, recorder)
-	}
-	actions, err := actionClients(configs)
+	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account,
+		releasestore.Driver(sh.own, absences, o.FastPaths.On(options.FastRecordEncoding)), sh.own)
 	if err != nil {
 		return capabilityReader{}, err
+	}
+	if accounts != nil {
+		configs.RunAs(accounts, recorder)
 	}
 	use, err := renderinputs.AnalyseChart(w.Chart)
 	if err != nil {
@@ -231,7 +235,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
 	gvk := w.GroupVersionKind
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.sharding.shard, Namespaces: sh.watched.namespaces,
 		Gone: func(key types.NamespacedName) { sh.remembered.Forget(remembered.Key{GVK: gvk, NamespacedName: key}) }}
 	memo := &actionclient.Memo{}
 	var selector metav1.LabelSelector // empty: every resource of the kind
@@ -257,10 +261,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
-			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Shard: sh.shard, Claims: sh.claims, Writer: mgr.GetClient(), Running: sh.running, NoDigests: !o.FastPaths.On(options.FastDigests),
-			Digest: actionclient.DigestOptions{Rollout: sh.rollout, Lookups: sh.lookups, DryRunOption: w.DryRunOption, Memo: memo,
-				Stamp: sh.shard.ManagedValue()},
+			Recorder: recorder, Metrics: sh.helm.metrics, Unlock: sh.helm.unlock,
+			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running, NoDigests: !o.FastPaths.On(options.FastDigests),
+			Digest: actionclient.DigestOptions{Rollout: sh.helm.rollout, Lookups: sh.watched.lookups, DryRunOption: w.DryRunOption, Memo: memo,
+				Stamp: sh.sharding.shard.ManagedValue()},
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithInstallAnnotations(annotations.Install...),
@@ -271,9 +275,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
 			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
-		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
+		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.watched.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
-		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
+		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.watched.records, w.GroupVersionKind, sh.own)),
 		reconciler.WithSelector(selector),
 	}
 	if accounts != nil {
@@ -295,9 +299,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}
-	if sh.shard.Sharded() {
-		h := &Handover{ClaimCache: sh.claimCache, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
-			Shard: sh.shard, Claims: sh.claims, Recorder: recorder}
+	if sh.sharding.shard.Sharded() {
+		h := &Handover{ClaimCache: sh.watched.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
+			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return capabilityReader{}, err
 		}
@@ -312,6 +316,29 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
 	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
+}
+
+// HelmActions returns the Helm configuration of w's custom resources and their action clients,
+// as its reconciler uses them: actions run as the ServiceAccount account ("": the operator's
+// identity), store releases through storage, and reach only what w's reach allows. own learns
+// what they write and delete.
+func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, account string,
+	storage helmclient.ObjectToStorageDriverMapper, own *ownwrites.Registry) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
+	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(storage)}
+	if account != "" {
+		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(account)))
+	}
+	actionConfigGetter, err := helmclient.NewActionConfigGetter(cfg, mapper, getterOpts...)
+	if err != nil {
+		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action config getter: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating discovery client: %w", err)
+	}
+	configs := helmconfig.New(actionConfigGetter, dc, own, o.Shard.ManagedValue(), w.Reach)
+	actions, err := actionClients(configs)
+	return configs, actions, err
 }
 
 // actionClients returns the plugins' action client getter twice: failed upgrades roll back

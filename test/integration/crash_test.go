@@ -29,7 +29,7 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	ns := harness.Namespace(t, c, nil)
 	secrets := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns))
-	truth := record(t, ns)
+	truth := env.Record(t, ns)
 
 	op := startOperator(t, harness.Watch{})
 	if err := c.Create(ctx, harness.MyProxy(ns, "upgrading", map[string]any{})); err != nil {
@@ -97,7 +97,7 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	}
 	waitDeploymentExists(t, ns, "installing")
 	// The chaos test counts unlocked releases this way: from the records, not the Events.
-	if n := truth.unlockedReleases(); n != 2 {
+	if n := truth.UnlockedReleases(); n != 2 {
 		t.Errorf("%d records seen going from pending to failed by unlocking, want 2", n)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/test/certs"
+	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
 // Passes the schema, but the apiserver refuses the Deployment: a node affinity needs a term.
 const (
-	badAffinityValue = `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}`
+	badAffinityValue = fixture.BadAffinityValue
 	badAffinity      = `{"affinity":` + badAffinityValue + `}`
 )
 
@@ -173,81 +172,5 @@ func eventCount(t *testing.T, c client.Client, ns, name, reason string) int32 {
 	return n
 }
 
-// An upgrade that fails on every attempt, FAILED_UPGRADES times (100 in make test, 1000 in make
-// chaos): each attempt is driven by a spec change, which a queue in backoff still takes at once.
-// The release history stays at its maximum, the condition still says why, retries have backed
-// off to their cap (no attempt comes without a change), and fixing the spec deploys at once.
-func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
-	const maxHistory = 3
-	attempts := 100
-	if v, err := strconv.Atoi(os.Getenv("FAILED_UPGRADES")); err == nil && v > 0 {
-		attempts = v
-	}
-	ctx := context.Background()
-	c := harness.NewClient(t, cfg)
-	addr := harness.FreeAddr(t)
-	startOperatorWith(t, fmt.Sprintf("--max-release-history=%d", maxHistory), "--metrics-bind-address="+addr)
-	ns := harness.Namespace(t, c, nil)
-	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
-		t.Fatal(err)
-	}
-	harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", timeout)
-
-	failures := func() int { return int(helmFailures(t, addr, "upgrade")) }
-	start := time.Now()
-	for i := range attempts {
-		before := failures()
-		// Alternate the replicas so that every patch is a change.
-		patchSpec(t, c, ns, "edge", fmt.Sprintf(`{"affinity":%s,"replicas":%d}`, badAffinityValue, 1+i%2))
-		harness.Eventually(t, timeout, fmt.Sprintf("upgrade attempt %d fails", i+1), func(context.Context) (bool, string) {
-			n := failures()
-			return n > before, fmt.Sprintf("%d failed upgrades", n)
-		})
-	}
-	total, failingFor := failures(), time.Since(start)
-	t.Logf("%d failed upgrades in %s", total, failingFor.Round(time.Second))
-
-	secrets, err := releaseSecrets(ctx, c, ns, "edge")
-	if err != nil || len(secrets) > maxHistory {
-		t.Errorf("%d revisions stored after %d failed upgrades (err %v), max %d", len(secrets), total, err, maxHistory)
-	}
-	mp, err := harness.GetMyProxy(ctx, c, ns, "edge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, _, msg := harness.Condition(mp, "Irreconcilable"); st != "True" || !strings.Contains(msg, "nodeSelectorTerms") {
-		t.Errorf("Irreconcilable %s %q does not say what is wrong", st, msg)
-	}
-	// After that many failures the backoff is at its cap (1000 s): no retry comes on its own.
-	harness.Consistently(t, 5*time.Second, "no failed upgrade without a change", func(context.Context) (bool, string) {
-		n := failures()
-		return n <= total+1, fmt.Sprintf("%d more failed upgrades since the last change: retries have not backed off", n-total)
-	})
-
-	// The fix deploys from its own event: the backoff is at its cap (1000 s), far beyond the
-	// wait, and no failed attempt comes between the fix and the deployment.
-	before := failures()
-	patchSpec(t, c, ns, "edge", `{"affinity":null,"replicas":2}`)
-	harness.WaitForCondition(t, c, ns, "edge", "Irreconcilable", "False", timeout)
-	waitDeployment(t, c, ns, "edge", "upgraded after the fix", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 2 })
-	if n := failures(); n != before {
-		t.Errorf("%d failed upgrades between the fix and its deployment", n-before)
-	}
-	appendReport(t, "Failing upgrades", fmt.Sprintf("| failed upgrades (operator metric) | in | revisions kept (max %d) | failed attempts between the fix and its deployment |\n"+
-		"|---|---|---|---|\n| %d | %s | %d | %d |\n", maxHistory, total, failingFor.Round(time.Second), len(secrets), failures()-before))
-}
-
-// helmFailures scrapes the operator's plain-HTTP metrics at addr for the failures of an action,
-// all reasons together (0 before the first).
-func helmFailures(t *testing.T, addr, action string) float64 {
-	t.Helper()
-	body, err := harness.ScrapeMetrics(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := harness.SumSamples(body, "myproxy_operator_helm_action_failures_total", `action="`+action+`"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sum
-}
+// helmFailures scrapes the operator's metrics at addr for the failures of an action.
+var helmFailures = fixture.HelmFailures

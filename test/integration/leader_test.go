@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -121,14 +122,10 @@ func currentHolder(t *testing.T, c client.Client, ns, name string) string {
 	return *l.Spec.HolderIdentity
 }
 
-// lease is the leader election Lease duration of the leader tests (3 s renew deadline).
-const lease = 4 * time.Second
+// lease is the leader Lease duration of the replicas leaderElectionArgs starts.
+const lease = fixture.Lease
 
-func leaderElectionArgs(ns, leaseID string) []string {
-	return []string{"--leader-elect", "--leader-election-namespace=" + ns, "--leader-election-id=" + leaseID,
-		"--leader-election-lease-duration=" + lease.String(), "--leader-election-renew-deadline=3s",
-		"--leader-election-retry-period=500ms"}
-}
+var leaderElectionArgs = fixture.LeaderElectionArgs
 
 // A leader that freezes mid-install (SIGSTOP here; a long GC pause, a suspended VM or a stalled
 // node in production) loses its Lease without knowing it. The other replica takes over and

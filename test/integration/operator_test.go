@@ -17,12 +17,20 @@ import (
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
 const (
-	timeout   = 60 * time.Second
+	timeout   = fixture.Timeout
 	finalizer = names.UninstallFinalizer
+)
+
+// The helpers every integration test shares, from test/fixture.
+var (
+	waitDeployment = fixture.WaitDeployment
+	patchSpec      = fixture.PatchSpec
+	releaseSecrets = fixture.ReleaseSecrets
 )
 
 // startOperator starts the operator with a watches file for w and extra environment.
@@ -33,37 +41,7 @@ func startOperator(t *testing.T, w harness.Watch, env ...string) *harness.Operat
 // startOperatorWith starts the operator on the repository chart with extra flags.
 func startOperatorWith(t *testing.T, args ...string) *harness.Operator {
 	t.Helper()
-	return harness.StartOperator(t, operatorBin, kubeconfig,
-		append([]string{"--watches-file=" + harness.WriteWatches(t, harness.Watch{})}, args...))
-}
-
-// waitDeployment waits until the Deployment exists and satisfies ok.
-func waitDeployment(t *testing.T, c client.Client, ns, name, what string, ok func(*appsv1.Deployment) bool) *appsv1.Deployment {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	harness.Eventually(t, timeout, "Deployment "+what, func(ctx context.Context) (bool, string) {
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
-			return false, err.Error()
-		}
-		ctr := d.Spec.Template.Spec.Containers[0]
-		return ok(d), fmt.Sprintf("replicas=%d image=%s pullPolicy=%s labels=%v",
-			*d.Spec.Replicas, ctr.Image, ctr.ImagePullPolicy, d.Labels)
-	})
-	return d
-}
-
-func patchSpec(t *testing.T, c client.Client, ns, name, patch string) {
-	t.Helper()
-	mp := harness.MyProxy(ns, name, nil)
-	if err := c.Patch(context.Background(), mp, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+patch+`}`))); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func releaseSecrets(ctx context.Context, c client.Client, ns, name string) ([]corev1.Secret, error) {
-	var list corev1.SecretList
-	err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm", "name": name})
-	return list.Items, err
+	return env.StartOperatorWith(t, args...)
 }
 
 func TestInstallUpgradeDriftUninstall(t *testing.T) {

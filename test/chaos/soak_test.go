@@ -1,4 +1,4 @@
-package integration
+package chaos
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/test/certs"
+	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -71,12 +72,12 @@ func TestCreateDeleteSoakLeavesNoMemory(t *testing.T) {
 	n := envInt("SOAK_N", 200)
 	wave := min(n, 500)
 	ctx := context.Background()
-	c := harness.NewClient(t, cfg)
+	c := harness.NewClient(t, env.Cfg)
 	addr := harness.FreeAddr(t)
 	ns := harness.Namespace(t, c, nil)
 	// Scoped to the soak's namespace: what other tests left in the shared control plane would
 	// fill the maps while the operator reconciles it.
-	harness.StartOperator(t, operatorBin, kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, harness.Watch{}),
+	harness.StartOperator(t, env.OperatorBin, env.Kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, harness.Watch{}),
 		"--metrics-bind-address=" + addr}, "WATCH_NAMESPACE="+ns)
 	// Every tenth MyProxy serves TLS: its rendering looks the Secret up, which the operator follows.
 	pair := certs.Valid(t, "soak")
@@ -85,7 +86,7 @@ func TestCreateDeleteSoakLeavesNoMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	var baseline map[string]float64
-	harness.Eventually(t, timeout, "the tracked maps are exported", func(context.Context) (bool, string) {
+	harness.Eventually(t, fixture.Timeout, "the tracked maps are exported", func(context.Context) (bool, string) {
 		var err error
 		baseline, err = trackedEntries(t, addr)
 		return err == nil && len(baseline) > 0, fmt.Sprintf("no myproxy_operator_tracked_entries yet (%v)", err)

@@ -1,4 +1,4 @@
-package integration
+package chaos
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -34,10 +36,10 @@ func TestKillDuringChanges(t *testing.T) {
 	t.Logf("%d cycles, seed %d", cycles, seed)
 
 	ctx := context.Background()
-	c := harness.NewClient(t, cfg)
+	c := harness.NewClient(t, env.Cfg)
 	ns := harness.Namespace(t, c, nil)
-	truth := record(t, ns)
-	args := leaderElectionArgs(ns, "chaos")
+	truth := env.Record(t, ns)
+	args := fixture.LeaderElectionArgs(ns, "chaos")
 	images := []string{"registry.example.com/nginx:1.27.3", "registry.example.com/nginx:1.27.4", "registry.example.com/nginx:1.27.5"}
 	type spec struct {
 		replicas int64
@@ -49,8 +51,8 @@ func TestKillDuringChanges(t *testing.T) {
 		names[i] = fmt.Sprintf("p%d", i)
 	}
 
-	op := startOperatorWith(t, args...)
-	holder := waitForNewLeader(t, ns, "chaos", "")
+	op := env.StartOperatorWith(t, args...)
+	holder := env.WaitForNewLeader(t, ns, "chaos", "")
 	kills := 0
 	for cycle := 1; cycle <= cycles; cycle++ {
 		for _, name := range names {
@@ -72,22 +74,22 @@ func TestKillDuringChanges(t *testing.T) {
 				desired[name] = nil
 			case current != nil:
 				current.replicas, current.image = int64(1+rng.IntN(4)), images[rng.IntN(len(images))]
-				patchSpec(t, c, ns, name, fmt.Sprintf(`{"replicas":%d,"image":%q}`, current.replicas, current.image))
+				fixture.PatchSpec(t, c, ns, name, fmt.Sprintf(`{"replicas":%d,"image":%q}`, current.replicas, current.image))
 			}
 		}
 		time.Sleep(time.Duration(50+rng.IntN(1500)) * time.Millisecond)
 		op.Kill()
-		if killedBySignal(op) {
+		if fixture.KilledBySignal(op) {
 			kills++
 		}
-		op = startOperatorWith(t, args...)
+		op = env.StartOperatorWith(t, args...)
 		// The next kill must find a leader at work: wait until the new process holds the Lease
 		// (the killed one's expires first).
-		holder = waitForNewLeader(t, ns, "chaos", holder)
+		holder = env.WaitForNewLeader(t, ns, "chaos", holder)
 	}
 
 	started := time.Now()
-	secrets := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns))
+	secrets := driver.NewSecrets(kubernetes.NewForConfigOrDie(env.Cfg).CoreV1().Secrets(ns))
 	for _, name := range names {
 		s := desired[name]
 		harness.Eventually(t, 3*time.Minute, "MyProxy "+name+" converged", func(ctx context.Context) (bool, string) {
@@ -130,9 +132,9 @@ func TestKillDuringChanges(t *testing.T) {
 			deleted = append(deleted, name)
 		}
 	}
-	counts := chaosCounts{cycles: cycles, proxies: proxies, kills: kills, unlocked: truth.unlockedReleases(),
-		stuck: pendingRecords(ctx, t, ns), twice: truth.installedTwice(), converged: converged}
-	counts.leftRecords, counts.leftObjects = leftOver(ctx, t, ns, deleted)
+	counts := chaosCounts{cycles: cycles, proxies: proxies, kills: kills, unlocked: truth.UnlockedReleases(),
+		stuck: env.PendingRecords(ctx, t, ns), twice: truth.InstalledTwice(), converged: converged}
+	counts.leftRecords, counts.leftObjects = env.LeftOver(ctx, t, ns, deleted)
 	t.Logf("%+v", counts)
 	if counts.kills != cycles {
 		t.Errorf("%d of %d kills ended the process by SIGKILL", counts.kills, cycles)
@@ -181,4 +183,68 @@ func appendReport(t *testing.T, title, body string) {
 	if _, err := fmt.Fprintf(f, "\n## %s\n\n%s", title, body); err != nil {
 		t.Error(err)
 	}
+}
+
+// An upgrade that fails on every attempt, FAILED_UPGRADES times (100 in make test, 1000 in make
+// chaos): each attempt is driven by a spec change, which a queue in backoff still takes at once.
+// The release history stays at its maximum, the condition still says why, retries have backed
+// off to their cap (no attempt comes without a change), and fixing the spec deploys at once.
+func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
+	const maxHistory = 3
+	attempts := 100
+	if v, err := strconv.Atoi(os.Getenv("FAILED_UPGRADES")); err == nil && v > 0 {
+		attempts = v
+	}
+	ctx := context.Background()
+	c := harness.NewClient(t, env.Cfg)
+	addr := harness.FreeAddr(t)
+	env.StartOperatorWith(t, fmt.Sprintf("--max-release-history=%d", maxHistory), "--metrics-bind-address="+addr)
+	ns := harness.Namespace(t, c, nil)
+	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForCondition(t, c, ns, "edge", "Deployed", "True", fixture.Timeout)
+
+	failures := func() int { return int(fixture.HelmFailures(t, addr, "upgrade")) }
+	start := time.Now()
+	for i := range attempts {
+		before := failures()
+		// Alternate the replicas so that every patch is a change.
+		fixture.PatchSpec(t, c, ns, "edge", fmt.Sprintf(`{"affinity":%s,"replicas":%d}`, fixture.BadAffinityValue, 1+i%2))
+		harness.Eventually(t, fixture.Timeout, fmt.Sprintf("upgrade attempt %d fails", i+1), func(context.Context) (bool, string) {
+			n := failures()
+			return n > before, fmt.Sprintf("%d failed upgrades", n)
+		})
+	}
+	total, failingFor := failures(), time.Since(start)
+	t.Logf("%d failed upgrades in %s", total, failingFor.Round(time.Second))
+
+	secrets, err := fixture.ReleaseSecrets(ctx, c, ns, "edge")
+	if err != nil || len(secrets) > maxHistory {
+		t.Errorf("%d revisions stored after %d failed upgrades (err %v), max %d", len(secrets), total, err, maxHistory)
+	}
+	mp, err := harness.GetMyProxy(ctx, c, ns, "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _, msg := harness.Condition(mp, "Irreconcilable"); st != "True" || !strings.Contains(msg, "nodeSelectorTerms") {
+		t.Errorf("Irreconcilable %s %q does not say what is wrong", st, msg)
+	}
+	// After that many failures the backoff is at its cap (1000 s): no retry comes on its own.
+	harness.Consistently(t, 5*time.Second, "no failed upgrade without a change", func(context.Context) (bool, string) {
+		n := failures()
+		return n <= total+1, fmt.Sprintf("%d more failed upgrades since the last change: retries have not backed off", n-total)
+	})
+
+	// The fix deploys from its own event: the backoff is at its cap (1000 s), far beyond the
+	// wait, and no failed attempt comes between the fix and the deployment.
+	before := failures()
+	fixture.PatchSpec(t, c, ns, "edge", `{"affinity":null,"replicas":2}`)
+	harness.WaitForCondition(t, c, ns, "edge", "Irreconcilable", "False", fixture.Timeout)
+	fixture.WaitDeployment(t, c, ns, "edge", "upgraded after the fix", func(d *appsv1.Deployment) bool { return *d.Spec.Replicas == 2 })
+	if n := failures(); n != before {
+		t.Errorf("%d failed upgrades between the fix and its deployment", n-before)
+	}
+	appendReport(t, "Failing upgrades", fmt.Sprintf("| failed upgrades (operator metric) | in | revisions kept (max %d) | failed attempts between the fix and its deployment |\n"+
+		"|---|---|---|---|\n| %d | %s | %d | %d |\n", maxHistory, total, failingFor.Round(time.Second), len(secrets), failures()-before))
 }

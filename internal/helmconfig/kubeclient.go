@@ -1,0 +1,159 @@
+package helmconfig
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/ownwrites"
+	"github.com/example/myproxy-operator/internal/reach"
+)
+
+// kubeClient is Helm's own client with a shared reachability check, which labels every object
+// it builds as a release object (package managedlabel). Embedding the concrete type keeps every
+// optional interface Helm looks for (waiting, deletion propagation...).
+type kubeClient struct {
+	*kube.Client
+	getter    *Getter
+	releaseNS string
+}
+
+// Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
+// hook, and the plugins' owner-reference post-renderer builds each rendered manifest through
+// this client too, so the label reaches the objects and the manifest stored in the release,
+// and an object outside the release's reach is refused before any of them is sent.
+//
+// It never validates against the OpenAPI schema, whatever Helm asks: the install and upgrade
+// options already turn that off for the release manifest (controller.actionClients), but Helm
+// builds hook manifests with it on, which fetches the OpenAPI documents and reads the release's
+// Namespace (a right the operator is not given) for every hook run. The apiserver validates
+// every object it is sent either way.
+func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) {
+	objs, err := c.Client.Build(reader, false)
+	if err != nil {
+		return objs, err
+	}
+	if err := c.confine(objs); err != nil {
+		return nil, err
+	}
+	return objs, managedlabel.Label(objs, c.getter.managed)
+}
+
+// confine refuses the first object of objs outside the release's reach.
+func (c *kubeClient) confine(objs kube.ResourceList) error {
+	for _, info := range objs {
+		if info.Mapping == nil {
+			return fmt.Errorf("refused to write %s %q: its scope is unknown", info.Object.GetObjectKind().GroupVersionKind(), info.Name)
+		}
+		o := reach.Object{GroupKind: info.Mapping.GroupVersionKind.GroupKind(),
+			Namespaced: info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace, Namespace: info.Namespace, Name: info.Name}
+		if !o.Namespaced {
+			o.Namespace = ""
+		}
+		if err := c.getter.reach.Write(c.releaseNS, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hookChecked is a release storage that refuses a new revision whose hooks are outside the
+// release's reach: Helm stores the record before it runs the first hook, and builds each hook
+// only when it runs it, so an earlier hook would be written before a later one is refused.
+type hookChecked struct {
+	driver.Driver
+	kube *kubeClient
+}
+
+// Create implements driver.Driver.
+func (h *hookChecked) Create(key string, rls *release.Release) error {
+	for _, hook := range rls.Hooks {
+		if _, err := h.kube.Build(strings.NewReader(hook.Manifest), false); err != nil {
+			return fmt.Errorf("hook %s: %w", hook.Path, err)
+		}
+	}
+	return h.Driver.Create(key, rls)
+}
+
+// Create implements kube.Interface: a delete of these objects from now on is someone else's.
+func (c *kubeClient) Create(resources kube.ResourceList) (*kube.Result, error) {
+	res, err := c.Client.Create(resources)
+	c.forEach(resources, (*ownwrites.Registry).Created)
+	return res, err
+}
+
+// Delete implements kube.Interface: Helm's uninstall, and its rollback of a failed install.
+func (c *kubeClient) Delete(resources kube.ResourceList) (*kube.Result, []error) {
+	c.deleting(resources)
+	return c.Client.Delete(resources)
+}
+
+// DeleteWithPropagationPolicy implements kube.InterfaceDeletionPropagation (Helm's uninstall).
+func (c *kubeClient) DeleteWithPropagationPolicy(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	c.deleting(resources)
+	return c.Client.DeleteWithPropagationPolicy(resources, policy)
+}
+
+// Update implements kube.Interface: an upgrade or rollback deletes the objects of original that
+// target no longer has, and with force replaces (deletes and creates) every object it changes.
+func (c *kubeClient) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	c.deletingInUpdate(original, target, force)
+	res, err := c.Client.Update(original, target, force)
+	c.updated(target, force)
+	return res, err
+}
+
+// UpdateThreeWayMerge implements kube.InterfaceThreeWayMerge, as Update.
+func (c *kubeClient) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	c.deletingInUpdate(original, target, force)
+	res, err := c.Client.UpdateThreeWayMerge(original, target, force)
+	c.updated(target, force)
+	return res, err
+}
+
+// updated forgets the deletes of target's objects, which exist again, unless force replaced
+// them: the events of those deletes may still be on their way.
+func (c *kubeClient) updated(target kube.ResourceList, force bool) {
+	if !force {
+		c.forEach(target, (*ownwrites.Registry).Created)
+	}
+}
+
+func (c *kubeClient) deletingInUpdate(original, target kube.ResourceList, force bool) {
+	if force {
+		c.deleting(target)
+	}
+	c.deleting(original.Difference(target))
+}
+
+func (c *kubeClient) deleting(resources kube.ResourceList) {
+	c.forEach(resources, (*ownwrites.Registry).Deleting)
+}
+
+func (c *kubeClient) forEach(resources kube.ResourceList, note func(*ownwrites.Registry, ownwrites.Key)) {
+	if c.getter.own == nil {
+		return
+	}
+	for _, info := range resources {
+		var gk schema.GroupKind
+		if info.Mapping != nil {
+			gk = info.Mapping.GroupVersionKind.GroupKind()
+		} else if info.Object != nil {
+			gk = info.Object.GetObjectKind().GroupVersionKind().GroupKind()
+		}
+		note(c.getter.own, ownwrites.Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: info.Namespace, Name: info.Name}})
+	}
+}
+
+// IsReachable implements kube.Interface. Every action starts with it; when the apiserver is in
+// fact unreachable, the action's first real request fails with the same cause.
+func (c *kubeClient) IsReachable() error { return c.getter.reachable(c.Client.IsReachable) }
