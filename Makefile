@@ -136,6 +136,10 @@ build: ## Build the operator binary into bin/.
 run: build ## Run the operator against the cluster of $KUBECONFIG (or the local one).
 	$(call use-cluster) $(OPERATOR) --watches-file=watches.yaml --metrics-bind-address=0 --health-probe-bind-address=0
 
+.PHONY: preview
+preview: build ## Tell, writing nothing, what the charts would do to every release in the cluster of $KUBECONFIG (CHART_DIR=a new chart; PREVIEW_ARGS='-o json --diff'); exit status 1 if an upgrade would fail.
+	$(call use-cluster) $(OPERATOR) preview --watches-file=watches.yaml $(if $(CHART_DIR),--chart-dir=$(CHART_DIR)) $(PREVIEW_ARGS)
+
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs a container engine).
 	docker build -t $(IMG) .

@@ -1,0 +1,208 @@
+package preview
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/internal/controller"
+	"github.com/example/myproxy-operator/internal/options"
+	"github.com/example/myproxy-operator/internal/ownwrites"
+	"github.com/example/myproxy-operator/internal/releasestore"
+	"github.com/example/myproxy-operator/internal/values"
+	"github.com/example/myproxy-operator/internal/watchesfile"
+)
+
+// Exit statuses of the command.
+const (
+	ExitNothingFails = 0 // every release would upgrade, or stay as it is
+	ExitSomeFail     = 1 // some release's upgrade would fail (replaced or refused)
+	ExitError        = 2 // the preview itself could not run
+)
+
+// Name is the subcommand of the operator binary that runs Command.
+const Name = "preview"
+
+// Command runs `myproxy-operator preview` with args (the operator's own flags, so that the
+// preview renders as the deployed operator would, and its own), printing to out, and returns
+// the exit status.
+func Command(ctx context.Context, args []string, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o options.Options
+	o.BindFlags(fs)
+	chartDir := fs.String("chart-dir", "", "Preview this chart instead of the one watches.yaml names for the kind whose chart has the same name (a new chart before it ships).")
+	format := fs.String("o", "text", "Output: text (one line per release and a summary) or json.")
+	diff := fs.Bool("diff", false, "Show the field diff of every object that would change.")
+	kubeconfig := fs.String("kubeconfig", "", "The cluster to preview against (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")
+	fs.Usage = func() {
+		fmt.Fprintf(errOut, "Usage: myproxy-operator %s [flags]\n\n"+
+			"Tells what the chart would do to the release of every custom resource of every watched kind, without\n"+
+			"writing anything: unchanged, changed (which objects), replaced (an immutable field) or refused (with\n"+
+			"the message). Exit status: %d if no upgrade would fail, %d if some would, %d if the preview could not run.\n\n",
+			Name, ExitNothingFails, ExitSomeFail, ExitError)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitNothingFails
+		}
+		return ExitError
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(errOut, "preview: -o %s: want text or json\n", *format)
+		return ExitError
+	}
+	rep, err := run(ctx, o, *kubeconfig, *chartDir, *diff)
+	if err != nil {
+		fmt.Fprintln(errOut, "preview:", err)
+		return ExitError
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return ExitError
+		}
+	} else {
+		WriteText(out, rep)
+	}
+	if rep.Fails() {
+		return ExitSomeFail
+	}
+	return ExitNothingFails
+}
+
+func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, diff bool) (Report, error) {
+	if err := o.Validate(); err != nil {
+		return Report{}, err
+	}
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return Report{}, err
+	}
+	entries, err := watchesfile.Load(o.WatchesFile)
+	if err != nil {
+		return Report{}, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
+	}
+	if chartDir != "" {
+		if entries, err = withChart(entries, chartDir); err != nil {
+			return Report{}, err
+		}
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return Report{}, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return Report{}, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return Report{}, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
+	if err != nil {
+		return Report{}, err
+	}
+	silent := &record.FakeRecorder{} // the checks record Events; a preview writes none
+	own := ownwrites.New()
+	var kinds []Kind
+	for _, w := range entries {
+		account := w.ServiceAccountName
+		if account == "" {
+			account = o.DefaultServiceAccount
+		}
+		// A dry run stores nothing: the storage is Helm's own encoding, which the operator reads too.
+		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(own, nil, false), own)
+		if err != nil {
+			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+		}
+		declaration, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
+		if err != nil {
+			return Report{}, err
+		}
+		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Chart: w.Chart, OverrideValues: w.OverrideValues,
+			Translate: annotations.CheckedTranslator(values.Translator{Reader: c, Recorder: silent, Checks: declaration.Kind.Checks},
+				silent, o.MinReconcilePeriod).Translate,
+			Actions: actions.Unforced, DryRunOption: w.DryRunOption})
+	}
+	var namespaces []string
+	for ns := range options.WatchNamespacesFromEnv() {
+		namespaces = append(namespaces, ns)
+	}
+	slices.Sort(namespaces)
+	return Previewer{Reader: c, Writer: client.NewDryRunClient(c), Mapper: mapper, Namespaces: namespaces, Diff: diff}.Run(ctx, kinds)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+// withChart replaces the chart of the watch whose chart has the same name as the one in dir.
+func withChart(entries []watchesfile.Watch, dir string) ([]watchesfile.Watch, error) {
+	c, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading --chart-dir %s: %w", dir, err)
+	}
+	var names []string
+	for i, w := range entries {
+		names = append(names, w.Chart.Name())
+		if w.Chart.Name() == c.Name() {
+			entries[i].Chart, entries[i].ChartPath = c, dir
+			return entries, nil
+		}
+	}
+	return nil, fmt.Errorf("--chart-dir %s holds chart %q; the watches file's charts are %s", dir, c.Name(), strings.Join(names, ", "))
+}
+
+// WriteText writes one line per release, the objects that would change under it, and a summary.
+func WriteText(w io.Writer, rep Report) {
+	for _, rel := range rep.Releases {
+		kind := rel.Kind[strings.LastIndex(rel.Kind, " ")+1:]
+		line := fmt.Sprintf("%s %s/%s: %s", kind, rel.Namespace, rel.Name, rel.Outcome)
+		if rel.Message != "" {
+			line += ": " + rel.Message
+		}
+		fmt.Fprintln(w, line)
+		for _, o := range rel.Objects {
+			ref := o.Kind[strings.LastIndex(o.Kind, " ")+1:] + " " + o.Name
+			if o.Namespace != "" && o.Namespace != rel.Namespace {
+				ref = o.Kind[strings.LastIndex(o.Kind, " ")+1:] + " " + o.Namespace + "/" + o.Name
+			}
+			fmt.Fprintf(w, "  %s %s", o.Change, ref)
+			if o.Refused != "" {
+				fmt.Fprintf(w, ": refused: %s", o.Refused)
+			}
+			fmt.Fprintln(w)
+			if o.Diff != "" {
+				for _, l := range strings.Split(strings.TrimRight(o.Diff, "\n"), "\n") {
+					fmt.Fprintln(w, "    "+l)
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "%d releases: %d unchanged, %d changed, %d replaced, %d refused\n", len(rep.Releases),
+		rep.Summary[Unchanged], rep.Summary[Changed], rep.Summary[Replaced], rep.Summary[Refused])
+}

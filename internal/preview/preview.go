@@ -1,0 +1,343 @@
+// Package preview tells, before a new chart or a new operator reaches a fleet, what it would do
+// to every release, and writes nothing. For each custom resource of each watched kind it builds
+// the values as the operator does (override values, the value translator and the checks of
+// kind.yaml), renders the chart through helm-operator-plugins' own action client as the
+// reconciler's upgrade check does (a dry-run upgrade, with the cluster's capabilities and
+// lookups, the objects labelled and confined as the operator's are), and asks the apiserver for
+// a server-side dry run of every object that would be created, changed or deleted: the
+// apiserver's validation, immutability and admission decide, as they would for the real
+// upgrade.
+package preview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v3/pkg/strvals"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// Outcome is what the new chart would do to one release.
+type Outcome string
+
+const (
+	// Unchanged is a release that renders as it is deployed.
+	Unchanged Outcome = "unchanged"
+	// Changed is a release whose objects would be created, changed or deleted, each accepted
+	// by the apiserver.
+	Changed Outcome = "changed"
+	// Replaced is a release with an object whose change touches a field the apiserver keeps
+	// immutable: Helm's upgrade fails on it (the operator does not force-replace objects).
+	Replaced Outcome = "replaced"
+	// Refused is a release whose values fail a check, whose chart does not render, or with an
+	// object the apiserver refuses.
+	Refused Outcome = "refused"
+)
+
+// Fails reports whether the upgrade of a release with this outcome would fail.
+func (o Outcome) Fails() bool { return o == Replaced || o == Refused }
+
+// Object is one object of a release that would change.
+type Object struct {
+	Kind      string `json:"kind"` // group/version, Kind
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Change is created, changed or deleted.
+	Change string `json:"change"`
+	// Refused is the apiserver's answer to the dry run, when it refused.
+	Refused string `json:"refused,omitempty"`
+	// Diff is the field diff (deployed, then new), when asked for.
+	Diff string `json:"diff,omitempty"`
+}
+
+// Release is the preview of one custom resource's release.
+type Release struct {
+	Kind      string   `json:"kind"` // group/version, Kind of the custom resource
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Outcome   Outcome  `json:"outcome"`
+	Message   string   `json:"message,omitempty"`
+	Objects   []Object `json:"objects,omitempty"`
+}
+
+// Report is the preview of every release.
+type Report struct {
+	Releases []Release       `json:"releases"`
+	Summary  map[Outcome]int `json:"summary"`
+}
+
+// Fails reports whether any release's upgrade would fail.
+func (r Report) Fails() bool {
+	return slices.ContainsFunc(r.Releases, func(rel Release) bool { return rel.Outcome.Fails() })
+}
+
+// Kind is one watched kind to preview: its chart and how the operator builds values and runs
+// Helm actions for it.
+type Kind struct {
+	GVK            schema.GroupVersionKind
+	Chart          *chart.Chart
+	OverrideValues map[string]string
+	// Translate turns a custom resource into values (the operator's value translator).
+	Translate func(context.Context, *unstructured.Unstructured) (chartutil.Values, error)
+	// Actions gives each custom resource's action client, as the operator's reconciler gets it.
+	Actions helmclient.ActionClientGetter
+	// DryRunOption is Helm's dry-run mode of the upgrade check ("" is the reconciler's, server).
+	DryRunOption string
+}
+
+// Previewer previews the releases of custom resources, reading through Reader and dry-running
+// through Writer (every write it sends carries the dry-run option).
+type Previewer struct {
+	Reader client.Reader
+	Writer client.Writer
+	Mapper meta.RESTMapper
+	// Namespaces limits the custom resources previewed (nil: all).
+	Namespaces []string
+	// Diff asks for the field diff of each changed object.
+	Diff bool
+}
+
+// fieldOwner is the field manager of the dry runs.
+const fieldOwner = "myproxy-operator-preview"
+
+// Run previews every custom resource of each kind, in namespace and name order.
+func (p Previewer) Run(ctx context.Context, kinds []Kind) (Report, error) {
+	rep := Report{Summary: map[Outcome]int{Unchanged: 0, Changed: 0, Replaced: 0, Refused: 0}}
+	for _, k := range kinds {
+		crs, err := p.list(ctx, k.GVK)
+		if err != nil {
+			return rep, fmt.Errorf("listing %s: %w", k.GVK.Kind, err)
+		}
+		for i := range crs {
+			rel := p.one(ctx, k, &crs[i])
+			rep.Releases = append(rep.Releases, rel)
+			rep.Summary[rel.Outcome]++
+		}
+	}
+	return rep, nil
+}
+
+func (p Previewer) list(ctx context.Context, gvk schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	namespaces := p.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	var out []unstructured.Unstructured
+	for _, ns := range namespaces {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := p.Reader.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+	}
+	slices.SortFunc(out, func(a, b unstructured.Unstructured) int {
+		return strings.Compare(a.GetNamespace()+"/"+a.GetName(), b.GetNamespace()+"/"+b.GetName())
+	})
+	return out, nil
+}
+
+// one previews the release of cr.
+func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructured) Release {
+	rel := Release{Kind: k.GVK.GroupVersion().String() + ", " + k.GVK.Kind, Namespace: cr.GetNamespace(), Name: cr.GetName()}
+	refused := func(err error) Release {
+		rel.Outcome, rel.Message = Refused, err.Error()
+		return rel
+	}
+	if cr.GetDeletionTimestamp() != nil {
+		rel.Outcome, rel.Message = Unchanged, "being deleted: it will be uninstalled, not upgraded"
+		return rel
+	}
+	vals, err := p.values(ctx, k, cr.DeepCopy())
+	if err != nil {
+		return refused(fmt.Errorf("values: %w", err))
+	}
+	ac, err := k.Actions.ActionClientFor(ctx, cr)
+	if err != nil {
+		return refused(fmt.Errorf("helm: %w", err))
+	}
+	current, err := ac.Get(cr.GetName())
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return refused(fmt.Errorf("reading the release: %w", err))
+	}
+	dryRun := k.DryRunOption
+	if dryRun == "" {
+		dryRun = "server"
+	}
+	var rendered *release.Release
+	if current == nil {
+		rendered, err = ac.Install(cr.GetName(), cr.GetNamespace(), k.Chart, vals, func(i *action.Install) error {
+			i.DryRun, i.DryRunOption = true, dryRun
+			return nil
+		})
+	} else {
+		rendered, err = ac.Upgrade(cr.GetName(), cr.GetNamespace(), k.Chart, vals, func(u *action.Upgrade) error {
+			u.DryRun, u.DryRunOption = true, dryRun
+			return nil
+		})
+	}
+	if err != nil {
+		return refused(fmt.Errorf("rendering: %w", err))
+	}
+	before := map[string]*unstructured.Unstructured{}
+	if current != nil {
+		if before, err = p.objects(current.Manifest, cr.GetNamespace()); err != nil {
+			return refused(fmt.Errorf("the deployed manifest: %w", err))
+		}
+	}
+	after, err := p.objects(rendered.Manifest, cr.GetNamespace())
+	if err != nil {
+		return refused(fmt.Errorf("the new manifest: %w", err))
+	}
+	rel.Outcome = Unchanged
+	if current != nil && current.Info != nil && current.Info.Status != release.StatusDeployed {
+		rel.Message = "the release is " + current.Info.Status.String() + ": the operator will upgrade it"
+		rel.Outcome = Changed
+	}
+	for _, key := range slices.Sorted(func(yield func(string) bool) {
+		for k := range after {
+			if !yield(k) {
+				return
+			}
+		}
+		for k := range before {
+			if _, ok := after[k]; !ok && !yield(k) {
+				return
+			}
+		}
+	}) {
+		obj := p.object(ctx, before[key], after[key])
+		if obj == nil {
+			continue
+		}
+		rel.Objects = append(rel.Objects, *obj)
+		switch {
+		case obj.Refused != "" && isImmutable(obj.Refused):
+			if rel.Outcome != Refused {
+				rel.Outcome = Replaced
+			}
+		case obj.Refused != "":
+			rel.Outcome = Refused
+		case rel.Outcome == Unchanged:
+			rel.Outcome = Changed
+		}
+	}
+	return rel
+}
+
+// values builds cr's values as helm-operator-plugins' reconciler does: override values into the
+// spec, the value translator, then the chart's defaults.
+func (p Previewer) values(ctx context.Context, k Kind, cr *unstructured.Unstructured) (chartutil.Values, error) {
+	if len(k.OverrideValues) > 0 {
+		spec, _, _ := unstructured.NestedMap(cr.Object, "spec")
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		for key, v := range k.OverrideValues {
+			if err := strvals.ParseInto(fmt.Sprintf("%s=%s", key, os.ExpandEnv(v)), spec); err != nil {
+				return nil, err
+			}
+		}
+		if err := unstructured.SetNestedMap(cr.Object, spec, "spec"); err != nil {
+			return nil, err
+		}
+	}
+	vals, err := k.Translate(ctx, cr)
+	if err != nil {
+		return nil, err
+	}
+	return chartutil.CoalesceValues(k.Chart, vals)
+}
+
+// object compares one object of the release before and after (either may be nil) and dry-runs
+// the change; nil when it does not change.
+func (p Previewer) object(ctx context.Context, before, after *unstructured.Unstructured) *Object {
+	subject := after
+	change := "changed"
+	switch {
+	case before == nil:
+		change = "created"
+	case after == nil:
+		subject, change = before, "deleted"
+	case equal(before, after):
+		return nil
+	}
+	o := &Object{Kind: subject.GroupVersionKind().GroupVersion().String() + ", " + subject.GetKind(),
+		Namespace: subject.GetNamespace(), Name: subject.GetName(), Change: change}
+	if p.Diff && before != nil && after != nil {
+		o.Diff = cmp.Diff(before.Object, after.Object)
+	}
+	if err := p.dryRun(ctx, change, subject); err != nil {
+		o.Refused = err.Error()
+	}
+	return o
+}
+
+// dryRun asks the apiserver what it would make of the change, without storing anything: a
+// server-side apply of the new object (the apiserver validates the object it would store,
+// immutable fields and admission included), a create of a new one, a delete of a removed one.
+func (p Previewer) dryRun(ctx context.Context, change string, obj *unstructured.Unstructured) error {
+	obj = obj.DeepCopy()
+	switch change {
+	case "deleted":
+		return client.IgnoreNotFound(p.Writer.Delete(ctx, obj, client.DryRunAll))
+	case "created":
+		err := p.Writer.Create(ctx, obj, client.DryRunAll)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		obj = obj.DeepCopy() // the object exists already (a release record lost, or adopted): apply over it
+	}
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	return p.Writer.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(fieldOwner))
+}
+
+// isImmutable tells an apiserver refusal of a change to an immutable field.
+func isImmutable(message string) bool { return strings.Contains(message, "field is immutable") }
+
+// objects parses a release manifest into its objects by kind, namespace and name; objects
+// without a namespace take the release's when their kind is namespaced (Helm's rule).
+func (p Previewer) objects(manifest, namespace string) (map[string]*unstructured.Unstructured, error) {
+	out := map[string]*unstructured.Unstructured{}
+	for _, doc := range releaseutil.SplitManifests(manifest) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if u.GetNamespace() == "" && p.namespaced(u.GroupVersionKind()) {
+			u.SetNamespace(namespace)
+		}
+		out[u.GroupVersionKind().String()+" "+u.GetNamespace()+"/"+u.GetName()] = u
+	}
+	return out, nil
+}
+
+// namespaced tells whether a kind is namespaced; a kind the mapper does not know is taken as
+// namespaced (its dry run then says what the apiserver makes of it).
+func (p Previewer) namespaced(gvk schema.GroupVersionKind) bool {
+	m, err := p.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
+}
+
+func equal(a, b *unstructured.Unstructured) bool { return cmp.Equal(a.Object, b.Object) }

@@ -1,0 +1,188 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/example/myproxy-operator/internal/preview"
+	"github.com/example/myproxy-operator/test/fixture"
+	"github.com/example/myproxy-operator/test/harness"
+)
+
+// A new chart, before it ships: `myproxy-operator preview` names the releases it would change,
+// replace (an immutable field) or have refused by the apiserver, and leaves the rest unchanged;
+// its exit status says that some would fail; it writes nothing (every write it sends in the
+// audit log is a dry run, and the releases stay as they were).
+func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	ns := harness.Namespace(t, c, nil)
+	watches := harness.WriteWatches(t, harness.Watch{})
+	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+ns)
+	// The new chart breaks the releases by their replicas: 2 renders a label the apiserver
+	// refuses, 3 changes the Deployment's selector (immutable), 4 only adds a Pod annotation.
+	fleet := map[string]struct {
+		replicas int64
+		want     preview.Outcome
+	}{
+		"same":     {1, preview.Unchanged},
+		"refused":  {2, preview.Refused},
+		"replaced": {3, preview.Replaced},
+		"changed":  {4, preview.Changed},
+	}
+	for name, p := range fleet {
+		if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": p.replicas})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range fleet {
+		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
+	}
+	chart := filepath.Join(t.TempDir(), "myproxy")
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
+	deployment := filepath.Join(chart, "templates", "deployment.yaml")
+	raw, err := os.ReadFile(deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := strings.Replace(string(raw), `      {{- include "myproxy.selectorLabels" . | nindent 6 }}`,
+		`      {{- include "myproxy.selectorLabels" . | nindent 6 }}
+      {{- if eq (int .Values.replicas) 3 }}
+      tier: big
+      {{- end }}`, 1)
+	broken = strings.Replace(broken, `        {{- include "myproxy.labels" . | nindent 8 }}`,
+		`        {{- include "myproxy.labels" . | nindent 8 }}
+        {{- if eq (int .Values.replicas) 3 }}
+        tier: big
+        {{- end }}
+        {{- if eq (int .Values.replicas) 2 }}
+        broken: "not a label value!"
+        {{- end }}`, 1)
+	broken = strings.Replace(broken, `      annotations:
+`, `      annotations:
+        {{- if eq (int .Values.replicas) 4 }}
+        preview.example.com/new: "yes"
+        {{- end }}
+`, 1)
+	if broken == string(raw) || strings.Count(broken, "replicas) ") != 4 {
+		t.Fatal("the chart's Deployment template changed: the test's edits no longer apply")
+	}
+	if err := os.WriteFile(deployment, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(operatorBin, append([]string{preview.Name, "--watches-file=" + watches}, args...)...)
+		cmd.Dir = harness.RepoRoot()
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.PreviewKubeconfig, "WATCH_NAMESPACE="+ns)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		if stderr.Len() > 0 {
+			t.Logf("preview %v said on stderr:\n%s", args, stderr.String())
+		}
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+
+	// The chart that runs: every release unchanged, nothing fails.
+	out, code := run()
+	if code != preview.ExitNothingFails || !strings.Contains(out, "4 releases: 4 unchanged, 0 changed, 0 replaced, 0 refused") {
+		t.Errorf("the deployed chart previewed with exit status %d:\n%s", code, out)
+	}
+
+	out, code = run("--chart-dir="+chart, "-o", "json")
+	if code != preview.ExitSomeFail {
+		t.Errorf("exit status %d, want %d (some upgrades would fail)", code, preview.ExitSomeFail)
+	}
+	var rep preview.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if len(rep.Releases) != len(fleet) {
+		t.Fatalf("%d releases previewed, want %d: %+v", len(rep.Releases), len(fleet), rep.Releases)
+	}
+	for _, rel := range rep.Releases {
+		want := fleet[rel.Name].want
+		if rel.Outcome != want || rel.Namespace != ns {
+			t.Errorf("%s/%s: %s (%s), want %s: %+v", rel.Namespace, rel.Name, rel.Outcome, rel.Message, want, rel.Objects)
+		}
+		if want == preview.Unchanged {
+			continue
+		}
+		if len(rel.Objects) != 1 || rel.Objects[0].Name != rel.Name || !strings.HasSuffix(rel.Objects[0].Kind, "Deployment") {
+			t.Errorf("%s: objects %+v, want its Deployment alone", rel.Name, rel.Objects)
+		}
+		if want.Fails() && !strings.Contains(rel.Objects[0].Refused, map[preview.Outcome]string{
+			preview.Refused: "not a label value", preview.Replaced: "field is immutable"}[want]) {
+			t.Errorf("%s: the apiserver's answer %q does not say why", rel.Name, rel.Objects[0].Refused)
+		}
+	}
+	text, _ := run("--chart-dir="+chart, "--diff")
+	for _, line := range []string{"MyProxy " + ns + "/changed: changed", "  changed Deployment changed",
+		"MyProxy " + ns + "/replaced: replaced", "MyProxy " + ns + "/refused: refused", "MyProxy " + ns + "/same: unchanged",
+		`preview.example.com/new`, "4 releases: 1 unchanged, 1 changed, 1 replaced, 1 refused"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("the text output lacks %q:\n%s", line, text)
+		}
+	}
+
+	// Nothing written: every write the preview sent was a dry run, and no release moved.
+	writes, dryRuns := previewWrites(t, ns)
+	if writes == 0 || writes != dryRuns {
+		t.Errorf("the preview sent %d writes in %s, %d of them dry runs: want some, all dry runs", writes, ns, dryRuns)
+	}
+	for name := range fleet {
+		if secrets, err := releaseSecrets(ctx, c, ns, name); err != nil || len(secrets) != 1 {
+			t.Errorf("%s: %d release records (err %v) after the previews, want its one revision", name, len(secrets), err)
+		}
+	}
+}
+
+// previewWrites counts the writes (create, update, patch, delete) the preview user sent for
+// objects in ns, and of them the dry runs, from the audit log.
+func previewWrites(t *testing.T, ns string) (writes, dryRuns int) {
+	t.Helper()
+	f, err := os.Open(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e struct {
+			Verb, Stage, RequestURI string
+			User                    struct{ Username string }
+			ObjectRef               *struct{ Namespace string } `json:"objectRef"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if e.Stage != "ResponseComplete" || e.User.Username != fixture.PreviewUser || e.ObjectRef == nil || e.ObjectRef.Namespace != ns {
+			continue
+		}
+		switch e.Verb {
+		case "create", "update", "patch", "delete", "deletecollection":
+			writes++
+			if strings.Contains(e.RequestURI, "dryRun=All") {
+				dryRuns++
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return writes, dryRuns
+}
