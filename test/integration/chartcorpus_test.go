@@ -324,6 +324,10 @@ var phases = []string{"installed", "upgraded", "hand edits set back", "hand roll
 // its two subjects, both this operator.
 var extendedPhases = []string{"hand upgrade undone", "new API followed", "changed while killed"}
 
+// statusAtRest is the key of the custom resources' statuses (by kind) once nothing more is
+// written, in the differential of the fast paths.
+const statusAtRest = "status at rest"
+
 // histories is the key of the release histories (by kind) in a subject's snapshots, read
 // after the hand edits were set back.
 const histories = "release histories"
@@ -451,7 +455,7 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	})
 	take(phases[3])
 	if s.restarted != nil {
-		runExtended(t, s, take, asUpgraded)
+		runExtended(t, s, take, asUpgraded, snapshots)
 	}
 	snapshots[histories] = map[string]string{}
 	for _, k := range s.constructs {
@@ -475,7 +479,8 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 // runExtended takes the corpus of s through extendedPhases: nothing written at rest; a hand
 // `helm upgrade`, which the operator undoes; a new API that a chart tests for, which renders
 // again the releases that read it; a spec changed while the operator was killed with SIGKILL.
-func runExtended(t *testing.T, s corpusSubject, take func(string) map[string]string, asUpgraded func(context.Context) (bool, string)) {
+func runExtended(t *testing.T, s corpusSubject, take func(string) map[string]string, asUpgraded func(context.Context) (bool, string),
+	snapshots map[string]map[string]string) {
 	ctx := context.Background()
 	name := func(k construct) string { return sample + "-" + strings.ToLower(k.kind) }
 	// A write loop (one writer waking another with nothing to change) shows as resources or
@@ -496,6 +501,25 @@ func runExtended(t *testing.T, s corpusSubject, take func(string) map[string]str
 		ok, now := written(ctx)
 		return ok && now == atRest, now
 	})
+	// At rest, the status of every resource as both writers left it, but for the times of
+	// condition transitions.
+	snapshots[statusAtRest] = map[string]string{}
+	for _, k := range s.constructs {
+		u := corpusCR(k.kind, s.ns, name(k))
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			t.Fatal(err)
+		}
+		st, _, _ := unstructured.NestedMap(u.Object, "status")
+		conditions, _, _ := unstructured.NestedSlice(st, "conditions")
+		for _, c := range conditions {
+			delete(c.(map[string]any), "lastTransitionTime")
+		}
+		if conditions != nil {
+			st["conditions"] = conditions
+		}
+		raw, _ := json.Marshal(st)
+		snapshots[statusAtRest][k.kind] = strings.ReplaceAll(string(raw), s.ns, "NS")
+	}
 
 	// A person upgrades a release with helm: revision 5, which the operator upgrades back to the spec.
 	handled := corpus[0]
@@ -648,7 +672,10 @@ func TestFastPathsAreTheStockPath(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for _, phase := range slices.Concat(phases, extendedPhases, []string{histories}) {
+	if n := len(snapshots[0][statusAtRest]); n != len(all) {
+		t.Errorf("the statuses of %d resources read at rest, want %d", n, len(all))
+	}
+	for _, phase := range slices.Concat(phases, extendedPhases, []string{statusAtRest, histories}) {
 		if d := diff(snapshots[0][phase], snapshots[1][phase], subjects[0].name, subjects[1].name); len(d) > 0 {
 			t.Errorf("%s: the two differ:\n%s", phase, strings.Join(d, "\n"))
 		}
