@@ -80,11 +80,7 @@ var bookkeeping = objcompare.Ignore{
 // IgnoreBookkeepingUpdates drops updates of release objects that change only bookkeeping.
 // helm-operator-plugins already ignores status-only updates; without the rest, every new
 // Deployment's revision annotation cost its MyProxy another reconcile.
-func IgnoreBookkeepingUpdates(oldObj, newObj any) bool {
-	o, ok1 := asMap(oldObj)
-	n, ok2 := asMap(newObj)
-	return !ok1 || !ok2 || !objcompare.Equal(o, n, bookkeeping)
-}
+var IgnoreBookkeepingUpdates = changedBeyond(bookkeeping)
 
 // statusAndVersion is what helm-operator-plugins' dependent predicate ignores in an update of a
 // release object: status and resourceVersion (and the status's managed fields; the caches keep
@@ -96,10 +92,15 @@ var statusAndVersion = objcompare.Ignore{
 
 // IgnoreStatusUpdates drops updates of release objects that change only status and
 // resourceVersion: the plugins' own rule, which the stock path (--fast-paths=false) keeps.
-func IgnoreStatusUpdates(oldObj, newObj any) bool {
-	o, ok1 := asMap(oldObj)
-	n, ok2 := asMap(newObj)
-	return !ok1 || !ok2 || !objcompare.Equal(o, n, statusAndVersion)
+var IgnoreStatusUpdates = changedBeyond(statusAndVersion)
+
+// changedBeyond passes an update of a release object that changes more than ignore.
+func changedBeyond(ignore objcompare.Ignore) func(oldObj, newObj any) bool {
+	return func(oldObj, newObj any) bool {
+		o, ok1 := asMap(oldObj)
+		n, ok2 := asMap(newObj)
+		return !ok1 || !ok2 || !objcompare.Equal(o, n, ignore)
+	}
 }
 
 // asMap returns the content of an object: itself when unstructured (read only), else converted.

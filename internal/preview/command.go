@@ -180,16 +180,15 @@ func withChart(entries []watchesfile.Watch, dir string) ([]watchesfile.Watch, er
 // WriteText writes one line per release, the objects that would change under it, and a summary.
 func WriteText(w io.Writer, rep Report) {
 	for _, rel := range rep.Releases {
-		kind := rel.Kind[strings.LastIndex(rel.Kind, " ")+1:]
-		line := fmt.Sprintf("%s %s/%s: %s", kind, rel.Namespace, rel.Name, rel.Outcome)
+		line := fmt.Sprintf("%s %s/%s: %s", shortKind(rel.Kind), rel.Namespace, rel.Name, rel.Outcome)
 		if rel.Message != "" {
 			line += ": " + rel.Message
 		}
 		fmt.Fprintln(w, line)
 		for _, o := range rel.Objects {
-			ref := o.Kind[strings.LastIndex(o.Kind, " ")+1:] + " " + o.Name
+			ref := shortKind(o.Kind) + " " + o.Name
 			if o.Namespace != "" && o.Namespace != rel.Namespace {
-				ref = o.Kind[strings.LastIndex(o.Kind, " ")+1:] + " " + o.Namespace + "/" + o.Name
+				ref = shortKind(o.Kind) + " " + o.Namespace + "/" + o.Name
 			}
 			fmt.Fprintf(w, "  %s %s", o.Change, ref)
 			if o.Refused != "" {
@@ -206,3 +205,6 @@ func WriteText(w io.Writer, rep Report) {
 	fmt.Fprintf(w, "%d releases: %d unchanged, %d changed, %d replaced, %d refused\n", len(rep.Releases),
 		rep.Summary[Unchanged], rep.Summary[Changed], rep.Summary[Replaced], rep.Summary[Refused])
 }
+
+// shortKind is the Kind of a "group/version, Kind" reference.
+func shortKind(ref string) string { return ref[strings.LastIndex(ref, " ")+1:] }

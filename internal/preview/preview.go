@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -211,18 +212,14 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		rel.Message = "the release is " + current.Info.Status.String() + ": the operator will upgrade it"
 		rel.Outcome = Changed
 	}
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range after {
-			if !yield(k) {
-				return
-			}
+	keys := slices.Collect(maps.Keys(after))
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			keys = append(keys, k)
 		}
-		for k := range before {
-			if _, ok := after[k]; !ok && !yield(k) {
-				return
-			}
-		}
-	}) {
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
 		obj := p.object(ctx, before[key], after[key])
 		if obj == nil {
 			continue
@@ -299,11 +296,10 @@ func (p Previewer) dryRun(ctx context.Context, change string, obj *unstructured.
 	case "deleted":
 		return client.IgnoreNotFound(p.Writer.Delete(ctx, obj, client.DryRunAll))
 	case "created":
-		err := p.Writer.Create(ctx, obj, client.DryRunAll)
-		if !apierrors.IsAlreadyExists(err) {
+		// An object that exists already (a release record lost, or adopted) is applied over.
+		if err := p.Writer.Create(ctx, obj, client.DryRunAll); !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		obj = obj.DeepCopy() // the object exists already (a release record lost, or adopted): apply over it
 	}
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
