@@ -203,7 +203,8 @@ up() {
     --kube-api-qps=500 --kube-api-burst=1000
   start kwok --kubeconfig="$kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --cidr=10.0.0.1/16 --node-ip=10.0.0.1 --server-address="127.0.0.1:$kwok_port"
+    --cidr=10.0.0.1/16 --node-ip=10.0.0.1 --server-address="127.0.0.1:$kwok_port" \
+    --config="$root/hack/cluster/kwok-stages.yaml"
 
   create_node
   wait_until kwok 60 sh -c "kubectl --kubeconfig '$kubeconfig' get node $node -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"

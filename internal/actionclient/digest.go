@@ -340,6 +340,10 @@ func (c *digestingClient) rendered(rel *release.Release, err error, d digests, r
 	c.remember(rel.Version, d, rec.Reads())
 }
 
+// ChartDigest is the digest of a chart and of the rendering code, as releases rendered from them
+// carry it in ChartDigestLabel.
+func ChartDigest(chrt *chart.Chart) string { return digestChart(chrt)[:32] }
+
 // digests of one rendering: of all its inputs, and of the rendering code and chart alone.
 type digests struct{ all, chart string }
 

@@ -23,6 +23,8 @@ type StackOptions struct {
 	// constant), as the stack is built from the base up, and what it returns is built on: a
 	// test's view of every boundary. Nil in the operator.
 	Tap func(layer string, g helmclient.ActionClientGetter) helmclient.ActionClientGetter
+	// Waves, when set, holds upgrades back for the chart rollout's waves (Waved).
+	Waves WaveGate
 	// NoDigests leaves Digested out: every upgrade check is the reconciler's own dry run (and
 	// a new chart is not paced).
 	NoDigests bool
@@ -31,6 +33,7 @@ type StackOptions struct {
 // The layers of Stack, outermost first, by the names Tap is given.
 const (
 	LayerClaimed          = "Claimed"
+	LayerWaved            = "Waved"
 	LayerDigested         = "Digested"
 	LayerObserved         = "Observed"
 	LayerUninstallWaiting = "UninstallWaiting"
@@ -45,6 +48,8 @@ const (
 //   - Claimed (when sharded) claims the custom resource for this shard before anything reads
 //     or writes its release, and brackets every call below, the record relabelling of Digested
 //     included, so that a handover to another shard waits for them and none starts after it;
+//   - Waved (when a rollout gate is set) holds back the upgrades a new chart brings until the
+//     rollout's wave admits them; it is above Digested to see every upgrade check;
 //   - Digested answers the reconciler's dry-run upgrade from digests. It is above the rest so
 //     that an answered check costs nothing below it: no Event, no metric, no release read;
 //   - Observed reports every action that does run (Events, metrics), including the uninstall
@@ -69,6 +74,9 @@ func Stack(base helmclient.ActionClientGetter, o StackOptions) helmclient.Action
 	g = tap(LayerObserved, Observed(g, Events{Recorder: o.Recorder}, o.Metrics))
 	if !o.NoDigests {
 		g = tap(LayerDigested, Digested(g, o.Digest))
+	}
+	if o.Waves != nil {
+		g = tap(LayerWaved, Waved(g, o.Waves))
 	}
 	return tap(LayerClaimed, Claimed(g, o.Shard, o.Claims, o.Writer, o.Running))
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/example/myproxy-operator/internal/remembered"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/requeue"
+	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/internal/tenant"
@@ -86,6 +87,11 @@ var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
 	return actionclient.NewMetrics(crmetrics.Registry)
 })
 
+// rolloutMetrics are registered once per process, as helmMetrics.
+var rolloutMetrics = sync.OnceValues(func() (*rollout.Metrics, error) {
+	return rollout.NewMetrics(crmetrics.Registry)
+})
+
 // shared is what every kind's reconcilers share in this process, by role.
 type shared struct {
 	// watched is what the reconcilers watch beside the manager's cache (package caches).
@@ -101,6 +107,8 @@ type shared struct {
 		metrics *actionclient.Metrics
 		rollout *rate.Limiter // the rate is the operator's; nil: unpaced
 		unlock  actionclient.SoleWriter
+		// waves holds the rollout state's namespace and the metrics; nil: no waves.
+		waves *waves
 	}
 	// sharding is this process's part of the fleet.
 	sharding struct {
@@ -148,6 +156,13 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	sh.watched.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if o.ChartRolloutRate > 0 {
 		sh.helm.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
+	}
+	if ns := RolloutNamespace(o); o.RolloutWaves && ns != "" {
+		m, err := rolloutMetrics()
+		if err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+		sh.helm.waves = &waves{namespace: ns, metrics: m}
 	}
 	if o.Shard.Sharded() {
 		if sh.watched.claims, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
@@ -242,6 +257,13 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if w.Selector != nil {
 		selector = *w.Selector
 	}
+	var gate *rollout.Gate
+	if sh.helm.waves != nil {
+		if gate, err = newGate(mgr, w, o, sh, selector, statusReconciler, recorder); err != nil {
+			return capabilityReader{}, err
+		}
+		statusReconciler.Held = gate.Held
+	}
 
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
@@ -263,6 +285,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
 			Recorder: recorder, Metrics: sh.helm.metrics, Unlock: sh.helm.unlock,
 			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running, NoDigests: !o.FastPaths.On(options.FastDigests),
+			Waves: waveGate(gate),
 			Digest: actionclient.DigestOptions{Rollout: sh.helm.rollout, Lookups: sh.watched.lookups, DryRunOption: w.DryRunOption, Memo: memo,
 				Stamp: sh.sharding.shard.ManagedValue()},
 		})),
@@ -313,6 +336,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		{Map: "status_manifests", GVK: gvk, Len: applied.Manifests.Size},
 	} {
 		sh.remembered.Add(s)
+	}
+	if gate != nil {
+		sh.remembered.Add(remembered.Store{Map: "rollout_holds", GVK: gvk, Forget: func(k remembered.Key) { gate.Forget(k.NamespacedName) }, Len: gate.Len})
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
 	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil

@@ -12,6 +12,9 @@ const (
 	ConditionIrreconcilable = "Irreconcilable"
 	ConditionPaused         = "Paused"
 	ConditionReady          = "Ready"
+	// ConditionRolloutHeld is True on a resource whose upgrade a halted rollout holds back
+	// (package rollout); the status controller sets it, and removes it when the hold ends.
+	ConditionRolloutHeld = "RolloutHeld"
 )
 
 // Reasons of the Ready condition.
@@ -39,6 +42,9 @@ const (
 	ReasonReleaseUnlocked = "ReleaseUnlocked"
 	// ReasonShardHandedOver: a shard stopped acting on a resource relabelled for another shard.
 	ReasonShardHandedOver = "ShardHandedOver"
+	// ReasonRolloutHalted: a rollout of a new chart stopped past its failure budget (the
+	// Event on each failed release, the reason of RolloutHeld).
+	ReasonRolloutHalted = "RolloutHalted"
 )
 
 // Event reasons of what stops a reconcile before any Helm action.

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/tenant"
 )
@@ -51,6 +52,13 @@ type Options struct {
 	UnlockPendingAfter time.Duration
 	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
 	ChartRolloutRate float64
+	// RolloutWaves rolls a new chart out in waves (package rollout), keeping each watch's rollout
+	// state in RolloutNamespace ("": the leader election namespace, else the operator's own
+	// namespace in a cluster; waves are off where neither is known).
+	RolloutWaves     bool
+	RolloutNamespace string
+	// Rollout are the defaults of every watch's rollout policy.
+	Rollout rollout.Defaults
 	// FastPaths are the fast paths taken; off, each runs helm-operator-plugins' own path where
 	// the operator has a faster one of its own (FastPathsFlag).
 	FastPaths               FastPaths
@@ -119,6 +127,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.ChartRolloutRate, "chart-rollout-rate", 5,
 		"Upgrades per second when a new chart (an operator upgrade) changes releases; spec changes "+
 			"are not limited. 0 means no limit.")
+	fs.BoolVar(&o.RolloutWaves, "rollout-waves", true,
+		"Roll a new chart or new operator code out to an existing fleet in waves, each waiting for the one before "+
+			"to be Ready, halted by a failure budget; spec changes go at once. false: every release upgrades at "+
+			"once, paced only by --chart-rollout-rate.")
+	fs.StringVar(&o.RolloutNamespace, "rollout-state-namespace", "",
+		"Namespace of the ConfigMaps holding each kind's rollout state (default: --leader-election-namespace, "+
+			"else the operator's own namespace in a cluster; where neither is known, waves are off).")
+	fs.IntVar(&o.Rollout.Canaries, "rollout-canaries", 1,
+		"Releases in a rollout's first wave, where a watch's rollout.canarySelector does not choose them.")
+	fs.IntVar(&o.Rollout.Growth, "rollout-growth", 2, "How many times larger each wave of a rollout is than the one before.")
+	fs.DurationVar(&o.Rollout.Timeout, "rollout-timeout", 5*time.Minute,
+		"How long a release of a wave may take to be upgraded and Ready before it counts as failed.")
+	fs.IntVar(&o.Rollout.MaxFailures, "rollout-max-failures", 0,
+		"Failed releases a rollout tolerates; one more halts it.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second,
 		"How long in-flight reconciles may run after SIGTERM before the process exits.")
 	fs.Func("shards", "Names of every shard of a sharded fleet, comma-separated, the same on every "+
@@ -156,6 +178,8 @@ func (o *Options) Validate() error {
 			o.KubeAPIQPS, o.KubeAPIBurst)
 	case o.ChartRolloutRate < 0:
 		return fmt.Errorf("--chart-rollout-rate must not be negative, got %g", o.ChartRolloutRate)
+	case o.Rollout.Check() != nil:
+		return fmt.Errorf("--rollout-*: %w", o.Rollout.Check())
 	case o.UnlockPendingAfter <= 0:
 		return fmt.Errorf("--unlock-pending-after must be positive, got %s", o.UnlockPendingAfter)
 	case o.MaxReleaseHistory < 0:

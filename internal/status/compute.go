@@ -11,8 +11,10 @@ import (
 // Computed is what this package writes into a status: the declared fields that have a value,
 // the conditions (declared ones and Ready), and the applied generation when it is known.
 type Computed struct {
-	Fields             map[string]any
-	Conditions         []chartapi.ConditionValue
+	Fields     map[string]any
+	Conditions []chartapi.ConditionValue
+	// Absent are condition types removed from the status.
+	Absent             []string
 	ObservedGeneration *int64
 }
 
@@ -38,6 +40,9 @@ func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) 
 	conditions, _ := out[names.StatusConditions].([]any)
 	for _, c := range computed.Conditions {
 		conditions = withCondition(conditions, c, now)
+	}
+	for _, t := range computed.Absent {
+		conditions = withoutConditions(conditions, map[string]bool{t: true})
 	}
 	out[names.StatusConditions] = conditions
 	return out

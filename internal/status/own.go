@@ -19,7 +19,7 @@ type Own struct {
 
 // OwnOf returns what the status controller writes for a kind with this status declaration.
 func OwnOf(s chartapi.Status) Own {
-	own := Own{Fields: s.FieldNames(), Conditions: s.ConditionTypes()}
+	own := Own{Fields: s.FieldNames(), Conditions: append(s.ConditionTypes(), names.ConditionRolloutHeld)}
 	mine := map[string]bool{}
 	for _, c := range own.Conditions {
 		mine[c] = true

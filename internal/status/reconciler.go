@@ -61,6 +61,9 @@ type Reconciler struct {
 	// release outside them (where watches.yaml's reach lets a chart write) cannot be followed:
 	// Ready names it instead of reading it.
 	Namespaces map[string]cache.Config
+	// Held, when set, tells which resources a halted rollout holds back, and why: they carry
+	// the RolloutHeld condition until the hold ends (package rollout).
+	Held func(types.NamespacedName) (string, bool)
 
 	own        Own
 	objects    cache.Cache // the manager's cache, unfiltered
@@ -68,6 +71,19 @@ type Reconciler struct {
 	controller controller.Controller
 	owned      handler.EventHandler
 	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
+	nudges     chan event.TypedGenericEvent[*unstructured.Unstructured]
+}
+
+// nudgeBuffer bounds the nudges waiting to be taken by the controller; Nudge blocks beyond it.
+const nudgeBuffer = 1024
+
+// Nudge has the controller compute a resource's status again, as a change of it would.
+func (r *Reconciler) Nudge(key types.NamespacedName) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(r.GVK)
+	u.SetNamespace(key.Namespace)
+	u.SetName(key.Name)
+	r.nudges <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: u}
 }
 
 // SetupWithManager registers the controller: it runs when the custom resource, an object of its
@@ -75,6 +91,7 @@ type Reconciler struct {
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
 	r.own = OwnOf(r.Declaration.Kind.Status)
+	r.nudges = make(chan event.TypedGenericEvent[*unstructured.Unstructured], nudgeBuffer)
 	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
@@ -98,6 +115,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
 		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
 		WatchesRawSource(source.Channel(r.Applied.Events(), &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
+		WatchesRawSource(source.Channel(r.nudges, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Build(r)
 	r.controller = c
@@ -220,6 +238,14 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 	}
 	computed := Computed{Fields: evaluated.Fields,
 		Conditions: append([]chartapi.ConditionValue{Ready(isDeployed, objects)}, evaluated.Conditions...)}
+	if r.Held != nil {
+		if why, held := r.Held(key); held {
+			computed.Conditions = append(computed.Conditions, chartapi.ConditionValue{Type: names.ConditionRolloutHeld,
+				Status: "True", Reason: names.ReasonRolloutHalted, Message: why})
+		} else {
+			computed.Absent = []string{names.ConditionRolloutHeld}
+		}
+	}
 	if generation, ok := r.Applied.Generation(key, obj.GetUID()); ok {
 		computed.ObservedGeneration = &generation
 	}
@@ -250,10 +276,7 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 	}
 	out := make([]ReleaseObject, 0, len(refs))
 	for _, ref := range refs {
-		o := ReleaseObject{Ref: ref}
-		if _, watched := r.Namespaces[ref.Namespace]; r.Namespaces != nil && ref.Namespace != "" && !watched {
-			o.Unfollowed = true
-		}
+		o := ReleaseObject{Ref: ref, Unfollowed: r.unfollowed(ref)}
 		if !ref.Opaque() && !o.Unfollowed {
 			if err := r.watch(ref.GVK); err != nil {
 				return nil, true, err
@@ -272,6 +295,40 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 		out = append(out, o)
 	}
 	return out, true, nil
+}
+
+// unfollowed reports whether an object is outside the namespaces the operator's caches hold.
+func (r *Reconciler) unfollowed(ref Ref) bool {
+	_, watched := r.Namespaces[ref.Namespace]
+	return r.Namespaces != nil && ref.Namespace != "" && !watched
+}
+
+// ReadyLive tells whether a release is Ready by the rules of the Ready condition, over its
+// objects as reader (the apiserver) has them now: a cache may not have seen the release's last
+// upgrade yet, and would call a Deployment that has not started rolling out ready. It returns
+// why not when it is not.
+func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key types.NamespacedName) (bool, string, error) {
+	refs, known := r.Applied.Manifests.Known(key)
+	if !known {
+		return false, "its objects are not known yet", nil
+	}
+	objects := make([]ReleaseObject, 0, len(refs))
+	for _, ref := range refs {
+		o := ReleaseObject{Ref: ref, Unfollowed: r.unfollowed(ref)}
+		if !ref.Opaque() && !o.Unfollowed {
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(ref.GVK)
+			switch err := reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live); {
+			case err == nil:
+				o.Live = live.Object
+			case !apierrors.IsNotFound(err):
+				return false, "", err
+			}
+		}
+		objects = append(objects, o)
+	}
+	c := Ready(true, objects)
+	return c.Status == "True", c.Message, nil
 }
 
 // Namespaced tells, from mapper, whether a kind is namespaced; a kind it does not know is

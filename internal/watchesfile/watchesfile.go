@@ -1,7 +1,7 @@
 // Package watchesfile loads watches.yaml: helm-operator-plugins' loader (charts, defaults,
 // overrideValues expansion) plus the keys it does not know and the stock operator-sdk
 // helm-operator does (dryRunOption), and this operator's own (reach, package reach;
-// serviceAccountName, package tenant). A key that none knows is an error at start: the plugins'
+// serviceAccountName, package tenant; rollout, package rollout). A key that none knows is an error at start: the plugins'
 // loader ignores it, and a misspelt key (reconcilePeriod as reconcileperiod) would silently do
 // nothing.
 package watchesfile
@@ -17,13 +17,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/reach"
+	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // Keys of a watches.yaml entry, as the plugins and the stock operator-sdk helm-operator define them.
 var Keys = []string{"group", "version", "kind", "chart", "watchDependentResources", "overrideValues",
 	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption", reach.Key,
-	tenant.Key}
+	tenant.Key, rollout.Key}
 
 // Dry-run modes for the "is an upgrade needed?" check (Helm's --dry-run values). The check must
 // stay a dry run, so Helm's "none" and "false" (a real upgrade) are refused.
@@ -42,6 +43,8 @@ type Watch struct {
 	// ServiceAccountName is the ServiceAccount, of each custom resource's namespace, that the
 	// kind's Helm actions run as; "" leaves it to the operator's default (package tenant).
 	ServiceAccountName string
+	// Rollout is how a new chart rolls out to the kind's fleet (package rollout).
+	Rollout rollout.Policy
 }
 
 // Load reads and checks the watches file at path.
@@ -99,6 +102,15 @@ func Load(path string) ([]Watch, error) {
 				return nil, fmt.Errorf("%s: %s: %w", where, tenant.Key, err)
 			}
 			w.ServiceAccountName = s
+		}
+		if v, ok := e[rollout.Key]; ok {
+			raw, _ := yaml.Marshal(v)
+			if err := yaml.UnmarshalStrict(raw, &w.Rollout); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", where, rollout.Key, err)
+			}
+			if err := w.Rollout.Check(); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", where, rollout.Key, err)
+			}
 		}
 		out[i] = w
 	}

@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/options"
+	"github.com/example/myproxy-operator/internal/rollout"
+	"github.com/example/myproxy-operator/internal/status"
+	"github.com/example/myproxy-operator/internal/watchesfile"
+)
+
+// waves is what every kind's rollout gate shares.
+type waves struct {
+	namespace string // of the rollout state ConfigMaps
+	metrics   *rollout.Metrics
+}
+
+// inClusterNamespace is where a pod's ServiceAccount credentials name its namespace.
+const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// RolloutNamespace is the namespace of the rollout state: --rollout-state-namespace, else the
+// leader election namespace, else the operator's own in a cluster; "" where none is known.
+func RolloutNamespace(o options.Options) string {
+	for _, ns := range []string{o.RolloutNamespace, o.LeaderElectionNamespace} {
+		if ns != "" {
+			return ns
+		}
+	}
+	raw, err := os.ReadFile(inClusterNamespace)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+// newGate creates the rollout gate of watch w and has the manager run it.
+func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, selector metav1.LabelSelector,
+	st *status.Reconciler, recorder record.EventRecorder) (*rollout.Gate, error) {
+	gvk := w.GroupVersionKind
+	watchSelector, err := metav1.LabelSelectorAsSelector(&selector)
+	if err != nil {
+		return nil, err
+	}
+	gate := rollout.NewGate()
+	gate.Kind = w.Kind
+	gate.Target = actionclient.ChartDigest(w.Chart)
+	gate.Settings = w.Rollout.Merge(o.Rollout)
+	gate.Store = rollout.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: sh.helm.waves.namespace,
+		Name: rollout.StoreName(gvk, o.Shard.Name)}
+	gate.Metrics = sh.helm.waves.metrics
+	gate.Recorder = recorder
+	gate.Fleet = func(ctx context.Context) ([]client.Object, error) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := mgr.GetCache().List(ctx, list, client.MatchingLabelsSelector{Selector: watchSelector}); err != nil {
+			return nil, err
+		}
+		out := make([]client.Object, 0, len(list.Items))
+		for i := range list.Items {
+			if !sh.sharding.shard.ClaimedByOther(&list.Items[i]) {
+				out = append(out, &list.Items[i])
+			}
+		}
+		return out, nil
+	}
+	gate.Ready = func(ctx context.Context, key types.NamespacedName) (bool, string, error) {
+		return st.ReadyLive(ctx, mgr.GetAPIReader(), key)
+	}
+	gate.Wake = func(key types.NamespacedName) { sh.queues.Add(gvk, key) }
+	gate.Nudge = st.Nudge
+	return gate, mgr.Add(gate)
+}
+
+// waveGate is gate as the action-client stack takes it: nil when there is none.
+func waveGate(gate *rollout.Gate) actionclient.WaveGate {
+	if gate == nil {
+		return nil
+	}
+	return gate
+}

@@ -1,0 +1,444 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/example/myproxy-operator/internal/names"
+)
+
+// Gate decides which upgrades of one watch's fleet may go, and runs its rollout (Start).
+type Gate struct {
+	Kind     string
+	Target   string // digest of the chart and rendering code the releases upgrade to
+	Settings Settings
+	Store    StateStore
+	// Fleet lists the custom resources this process reconciles (its shard, the watch's selector).
+	Fleet func(ctx context.Context) ([]client.Object, error)
+	// Ready tells whether a release is Ready now, from its live objects.
+	Ready func(ctx context.Context, key types.NamespacedName) (bool, string, error)
+	// Wake has the Helm reconciler reconcile a resource; Nudge has the status controller write
+	// its status again.
+	Wake, Nudge func(types.NamespacedName)
+	Recorder    record.EventRecorder
+	Metrics     *Metrics
+
+	mu      sync.Mutex
+	loaded  bool
+	state   State
+	held    map[types.NamespacedName]labels.Set // waiting for a wave, with their labels
+	seen    map[types.NamespacedName]bool       // decided since start; nil once the first wave opened here
+	started time.Time
+	dirty   bool
+	kick    chan struct{}
+}
+
+// pollInterval is how often the health of the releases in a wave is read while any is
+// waiting to be Ready, and timeouts are checked.
+const pollInterval = 2 * time.Second
+
+func (g *Gate) init() {
+	if g.held == nil {
+		g.held = map[types.NamespacedName]labels.Set{}
+		g.seen = map[types.NamespacedName]bool{}
+		g.kick = make(chan struct{}, 1)
+	}
+}
+
+// NewGate returns a gate; set its fields before the manager starts it.
+func NewGate() *Gate { g := &Gate{}; g.init(); return g }
+
+func memberKey(key types.NamespacedName) string { return key.Namespace + "/" + key.Name }
+
+func (g *Gate) wakeRunner() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Hold reports whether an upgrade of obj must wait. specChanged says the upgrade renders values
+// other than the deployed release's (a user's change), which goes at once unless the rollout
+// is halted. Every other upgrade (a new chart, new rendering code) waits for its wave.
+func (g *Gate) Hold(obj client.Object, specChanged bool) bool {
+	key := client.ObjectKeyFromObject(obj)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen != nil {
+		g.seen[key] = true
+	}
+	if obj.GetAnnotations()[UpgradeNowAnnotation] == "true" {
+		delete(g.held, key)
+		return false
+	}
+	if m, ok := g.state.Members[memberKey(key)]; ok && g.loaded {
+		return g.state.Halted != "" && m.Phase == PhaseAdmitted
+	}
+	if g.loaded && g.state.Halted == "" && specChanged {
+		return false
+	}
+	if _, was := g.held[key]; !was {
+		g.held[key] = labels.Set(obj.GetLabels())
+		if g.state.Halted != "" && g.Nudge != nil {
+			g.Nudge(key) // its status says why it waits
+		}
+	}
+	g.wakeRunner()
+	return true
+}
+
+// UpToDate tells that obj's release renders what the chart at hand renders: nothing to upgrade.
+func (g *Gate) UpToDate(obj client.Object) {
+	key := client.ObjectKeyFromObject(obj)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen != nil {
+		g.seen[key] = true
+	}
+	delete(g.held, key)
+	if m, ok := g.state.Members[memberKey(key)]; ok && m.Phase == PhaseAdmitted {
+		g.setPhase(key, m, PhaseUpgraded, "")
+	}
+	g.wakeRunner()
+}
+
+// Upgraded tells the outcome of an upgrade of obj's release.
+func (g *Gate) Upgraded(obj client.Object, err error) {
+	key := client.ObjectKeyFromObject(obj)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.held, key)
+	m, ok := g.state.Members[memberKey(key)]
+	if !ok || (m.Phase != PhaseAdmitted && m.Phase != PhaseUpgraded) {
+		return // not in a wave (a spec change, an override), or already judged
+	}
+	if err != nil {
+		g.setPhase(key, m, PhaseFailed, "upgrade failed: "+err.Error())
+	} else {
+		g.setPhase(key, m, PhaseUpgraded, "")
+	}
+	g.wakeRunner()
+}
+
+func (g *Gate) setPhase(key types.NamespacedName, m Member, p Phase, message string) {
+	m.Phase, m.Since, m.Message = p, metav1.Now(), message
+	g.state.Members[memberKey(key)] = m
+	g.dirty = true
+}
+
+// Held returns, for a release held by a halted rollout, the message of the condition its
+// custom resource carries.
+func (g *Gate) Held(key types.NamespacedName) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state.Halted == "" {
+		return "", false
+	}
+	_, held := g.held[key]
+	if m, ok := g.state.Members[memberKey(key)]; ok && m.Phase == PhaseAdmitted {
+		held = true
+	}
+	if !held {
+		return "", false
+	}
+	return fmt.Sprintf("this release stays on the chart it has: the rollout of chart %.12s %s; a new chart restarts "+
+		"the rollout, the annotation %s=true upgrades this resource regardless", g.Target, g.state.Halted, UpgradeNowAnnotation), true
+}
+
+// Forget drops what the gate remembers of a resource gone.
+func (g *Gate) Forget(key types.NamespacedName) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.held, key)
+	if g.seen != nil {
+		delete(g.seen, key)
+	}
+	if _, ok := g.state.Members[memberKey(key)]; ok {
+		delete(g.state.Members, memberKey(key))
+		g.dirty = true
+	}
+}
+
+// Len is the number of resources held.
+func (g *Gate) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held) + len(g.seen)
+}
+
+// NeedLeaderElection reports that the gate runs with the reconcilers, on the leader.
+func (g *Gate) NeedLeaderElection() bool { return true }
+
+// Start loads the rollout's state and advances it until ctx ends.
+func (g *Gate) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithValues("kind", g.Kind)
+	for {
+		err := g.load(ctx)
+		if err == nil {
+			break
+		}
+		log.Error(err, "cannot read the rollout state; chart upgrades wait")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pollInterval):
+		}
+	}
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		if err := g.step(ctx); err != nil {
+			log.Error(err, "rollout step failed; retrying")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-g.kick:
+		}
+	}
+}
+
+// load reads the stored state; until it is read, every upgrade waits.
+func (g *Gate) load(ctx context.Context) error {
+	st, err := g.Store.Load(ctx, g.Target)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.state, g.loaded, g.started = st, true, time.Now()
+	g.dirty = true // records the target (and replaces the state of an older one)
+	// The waits of releases in flight start again with this process: while no operator ran,
+	// nothing could upgrade them or see them become Ready.
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded {
+			m.Since = metav1.NewTime(g.started)
+			g.state.Members[k] = m
+		}
+	}
+	return nil
+}
+
+// step judges the releases of the waves, halts the rollout past its failure budget, opens the
+// next wave when the last one is done, and saves what changed.
+func (g *Gate) step(ctx context.Context) error {
+	g.mu.Lock()
+	var waiting []types.NamespacedName
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseUpgraded {
+			waiting = append(waiting, keyOf(k))
+		}
+	}
+	g.mu.Unlock()
+	verdicts := map[types.NamespacedName]string{} // "" ready, else why not
+	for _, key := range waiting {
+		ok, why, err := g.Ready(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			verdicts[key] = why
+		} else {
+			verdicts[key] = ""
+		}
+	}
+
+	g.mu.Lock()
+	now := time.Now()
+	for key, why := range verdicts {
+		m, ok := g.state.Members[memberKey(key)]
+		if !ok || m.Phase != PhaseUpgraded {
+			continue
+		}
+		switch {
+		case why == "":
+			g.setPhase(key, m, PhaseReady, "")
+		case now.Sub(since(m)) > g.Settings.Timeout:
+			g.setPhase(key, m, PhaseFailed, fmt.Sprintf("not Ready within %s: %s", g.Settings.Timeout, why))
+		}
+	}
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseAdmitted && g.state.Halted == "" && now.Sub(since(m)) > g.Settings.Timeout {
+			g.setPhase(keyOf(k), m, PhaseFailed, fmt.Sprintf("not upgraded within %s (see its conditions)", g.Settings.Timeout))
+		}
+	}
+	var halted []string
+	if g.state.Halted == "" {
+		if failed := g.failed(); len(failed) > g.Settings.MaxFailures {
+			g.state.Halted = fmt.Sprintf("halted: %d release(s) failed, %d tolerated: %s", len(failed),
+				g.Settings.MaxFailures, strings.Join(failed, "; "))
+			g.dirty = true
+			for k, m := range g.state.Members {
+				if m.Phase == PhaseFailed {
+					halted = append(halted, k)
+				}
+			}
+		}
+	}
+	var admitted []types.NamespacedName
+	if g.state.Halted == "" && g.waveDone() {
+		var err error
+		if admitted, err = g.admit(ctx, now); err != nil {
+			g.mu.Unlock()
+			return err
+		}
+	}
+	st, dirty := g.snapshot()
+	held := make([]types.NamespacedName, 0, len(g.held))
+	for k := range g.held {
+		held = append(held, k)
+	}
+	g.mu.Unlock()
+
+	if dirty {
+		if err := g.Store.Save(ctx, st); err != nil {
+			g.mu.Lock()
+			g.dirty = true
+			g.mu.Unlock()
+			return err
+		}
+	}
+	// Only once the wave is saved may its releases upgrade: a restart then knows them.
+	for _, key := range admitted {
+		g.Wake(key)
+	}
+	if len(halted) > 0 {
+		g.reportHalt(ctx, st, halted, held)
+	}
+	g.Metrics.set(g.Kind, st, len(held))
+	return nil
+}
+
+func keyOf(member string) types.NamespacedName {
+	ns, name, _ := strings.Cut(member, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// failed lists the failed members, with why, in name order.
+func (g *Gate) failed() []string {
+	var out []string
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseFailed {
+			out = append(out, k+": "+m.Message)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waveDone reports whether every release of the last wave is judged.
+func (g *Gate) waveDone() bool {
+	for _, m := range g.state.Members {
+		if m.Wave == g.state.Wave && (m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded) {
+			return false
+		}
+	}
+	return true
+}
+
+// admit opens the next wave over the held releases. The first waits until every resource of
+// the fleet has been decided once since the start (or the timeout passed), so that it is chosen
+// from the whole fleet and not from whichever releases were reconciled first.
+func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName, error) {
+	if len(g.held) == 0 {
+		return nil, nil
+	}
+	if g.seen != nil {
+		if now.Sub(g.started) < g.Settings.Timeout {
+			fleet, err := g.Fleet(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range fleet {
+				if !g.seen[client.ObjectKeyFromObject(o)] && o.GetDeletionTimestamp() == nil {
+					return nil, nil
+				}
+			}
+		}
+		g.seen = nil
+	}
+	candidates := make([]types.NamespacedName, 0, len(g.held))
+	for k := range g.held {
+		if _, member := g.state.Members[memberKey(k)]; !member {
+			candidates = append(candidates, k)
+		}
+	}
+	sort.Slice(candidates, func(i, j int) bool { return memberKey(candidates[i]) < memberKey(candidates[j]) })
+	wave := g.state.Wave + 1
+	var chosen []types.NamespacedName
+	if wave == 0 && g.Settings.CanarySelector != nil {
+		for _, k := range candidates {
+			if g.Settings.CanarySelector.Matches(g.held[k]) {
+				chosen = append(chosen, k)
+			}
+		}
+	}
+	if len(chosen) == 0 {
+		size := g.Settings.Canaries
+		for range max(wave, 0) {
+			size *= g.Settings.Growth
+		}
+		chosen = candidates[:min(size, len(candidates))]
+	}
+	if len(chosen) == 0 {
+		return nil, nil
+	}
+	g.state.Wave = wave
+	for _, k := range chosen {
+		g.state.Members[memberKey(k)] = Member{Wave: wave, Phase: PhaseAdmitted, Since: metav1.NewTime(now)}
+		delete(g.held, k)
+	}
+	g.dirty = true
+	return chosen, nil
+}
+
+func (g *Gate) snapshot() (State, bool) {
+	dirty := g.dirty
+	g.dirty = false
+	st := g.state
+	st.Members = make(map[string]Member, len(g.state.Members))
+	for k, m := range g.state.Members {
+		st.Members[k] = m
+	}
+	return st, dirty
+}
+
+// reportHalt records a Warning Event on each failed release's resource and has every held
+// resource's status say why it waits.
+func (g *Gate) reportHalt(ctx context.Context, st State, failed []string, held []types.NamespacedName) {
+	fleet, err := g.Fleet(ctx)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "cannot list the fleet to report the halted rollout")
+	}
+	byKey := map[string]client.Object{}
+	for _, o := range fleet {
+		byKey[memberKey(client.ObjectKeyFromObject(o))] = o
+	}
+	for _, k := range failed {
+		if o := byKey[k]; o != nil && g.Recorder != nil {
+			g.Recorder.Eventf(o, corev1.EventTypeWarning, names.ReasonRolloutHalted, "the rollout of chart %.12s %s", st.Target, st.Halted)
+		}
+	}
+	logf.FromContext(ctx).Info("rollout halted", "kind", g.Kind, "why", st.Halted, "held", len(held))
+	for _, key := range held {
+		g.Nudge(key)
+	}
+	for k, m := range st.Members {
+		if m.Phase == PhaseAdmitted {
+			g.Nudge(keyOf(k))
+		}
+	}
+}

@@ -1,0 +1,110 @@
+// Package rollout paces the upgrades that a new chart or new operator code brings to an
+// existing fleet: in waves, each gated on the health of the one before, halted by a failure
+// budget. Upgrades that a spec change brings go at once, as before, unless a rollout is halted.
+//
+// A Gate per watch (and shard) decides, for every upgrade the Helm reconciler is about to make,
+// whether it may go now (package actionclient's Waved layer asks it); the same Gate, run by the
+// manager as a runnable, opens waves, follows the health of their releases and writes its state
+// to a ConfigMap of the operator's namespace, so that a restarted operator resumes a rollout
+// where it stood.
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Key is the watches.yaml key of a watch's rollout policy.
+const Key = "rollout"
+
+// UpgradeNowAnnotation on a custom resource lets its upgrade go regardless of the rollout:
+// before its wave, or while the rollout is halted.
+const UpgradeNowAnnotation = "rollout.myproxy-operator.gateway.example.com/upgrade-now"
+
+// Policy is a rollout policy as watches.yaml writes it; unset fields take the operator's
+// defaults (its --rollout-* flags).
+type Policy struct {
+	// CanarySelector chooses the first wave among the held releases by their custom resources'
+	// labels; unset, or when it matches none of them, the first Canaries by namespace and name.
+	CanarySelector *metav1.LabelSelector `json:"canarySelector,omitempty"`
+	Canaries       *int                  `json:"canaries,omitempty"`
+	// Growth multiplies each wave's size over the one before.
+	Growth *int `json:"growth,omitempty"`
+	// Timeout bounds how long an admitted release may take to be upgraded and Ready.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MaxFailures is how many releases may fail (an upgrade error, or not Ready in time) before
+	// the rollout halts.
+	MaxFailures *int `json:"maxFailures,omitempty"`
+}
+
+// Settings are a policy merged with the operator's defaults.
+type Settings struct {
+	CanarySelector labels.Selector // nil: by count
+	Canaries       int
+	Growth         int
+	Timeout        time.Duration
+	MaxFailures    int
+}
+
+// Defaults are the operator's defaults of every policy field.
+type Defaults struct {
+	Canaries    int
+	Growth      int
+	Timeout     time.Duration
+	MaxFailures int
+}
+
+// Check reports a policy that cannot be used.
+func (p Policy) Check() error {
+	if p.CanarySelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(p.CanarySelector); err != nil {
+			return fmt.Errorf("canarySelector: %w", err)
+		}
+	}
+	return Defaults{Canaries: deref(p.Canaries, 1), Growth: deref(p.Growth, 2), Timeout: time.Minute,
+		MaxFailures: deref(p.MaxFailures, 0)}.check(p.Timeout)
+}
+
+// Check reports defaults that cannot be used.
+func (d Defaults) Check() error { return d.check(nil) }
+
+func (d Defaults) check(timeout *metav1.Duration) error {
+	t := d.Timeout
+	if timeout != nil {
+		t = timeout.Duration
+	}
+	switch {
+	case d.Canaries < 1:
+		return fmt.Errorf("canaries must be at least 1, got %d", d.Canaries)
+	case d.Growth < 1:
+		return fmt.Errorf("growth must be at least 1, got %d", d.Growth)
+	case t <= 0:
+		return fmt.Errorf("timeout must be positive, got %s", t)
+	case d.MaxFailures < 0:
+		return fmt.Errorf("maxFailures must not be negative, got %d", d.MaxFailures)
+	}
+	return nil
+}
+
+// Merge returns p with unset fields taken from d; p must have passed Check.
+func (p Policy) Merge(d Defaults) Settings {
+	s := Settings{Canaries: deref(p.Canaries, d.Canaries), Growth: deref(p.Growth, d.Growth),
+		Timeout: d.Timeout, MaxFailures: deref(p.MaxFailures, d.MaxFailures)}
+	if p.Timeout != nil {
+		s.Timeout = p.Timeout.Duration
+	}
+	if p.CanarySelector != nil {
+		s.CanarySelector, _ = metav1.LabelSelectorAsSelector(p.CanarySelector)
+	}
+	return s
+}
+
+func deref(p *int, d int) int {
+	if p == nil {
+		return d
+	}
+	return *p
+}
