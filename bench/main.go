@@ -26,6 +26,8 @@
 //	                and with controller-runtime's (bin/myproxy-operator-crmetricsfilter)
 //	FLEET=0         skip the fleet runs: only the memory and metrics filter runs of the subjects
 //	                (with KEEP=1, every fleet result is kept)
+//	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves, unpaced and
+//	                rate-paced (make bench-rollout)
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);
 //	                the report says which subjects were kept from when
@@ -75,6 +77,7 @@ type settings struct {
 	metricsFilter    bool     // compare this operator's metrics filter with controller-runtime's
 	fleet            bool     // run the fleet of each subject (FLEET=0: only the memory runs)
 	rounds           int      // FAST_PATH_ROUNDS > 0: measure the fast paths instead (benchFastPaths)
+	rollout          bool     // ROLLOUT=1: measure a chart rollout instead (benchRollout)
 }
 
 func main() {
@@ -118,6 +121,7 @@ func loadSettings() (settings, error) {
 	s.metricsFilter = os.Getenv("METRICS_FILTER") != "0"
 	s.fleet = os.Getenv("FLEET") != "0"
 	s.rounds = envInt("FAST_PATH_ROUNDS", 0)
+	s.rollout = os.Getenv("ROLLOUT") == "1"
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -139,6 +143,9 @@ func run() error {
 
 	if s.rounds > 0 {
 		return benchFastPaths(ctx, s, c, s.rounds)
+	}
+	if s.rollout {
+		return benchRollout(ctx, s, c)
 	}
 	rep := &report{Started: time.Now(), Machine: machine(),
 		Command: fmt.Sprintf("make bench N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d",

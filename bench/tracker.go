@@ -29,12 +29,13 @@ type tracker struct {
 	proxies   map[string]bool      // name -> Deployed=True
 	available map[string]bool      // instance -> Deployment available
 	deployUID map[string]string    // Deployment name -> UID
+	marked    map[string]string    // instance -> its Pod template's rolloutMark annotation
 	changed   chan struct{}        // closed and replaced on every change
 	seen      map[string]time.Time // name -> when first seen Deployed
 }
 
 func newTracker(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, namespace string) (*tracker, error) {
-	t := &tracker{proxies: map[string]bool{}, available: map[string]bool{}, deployUID: map[string]string{},
+	t := &tracker{proxies: map[string]bool{}, available: map[string]bool{}, deployUID: map[string]string{}, marked: map[string]string{},
 		changed: make(chan struct{}), seen: map[string]time.Time{}}
 
 	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
@@ -117,6 +118,7 @@ func (t *tracker) setDeployment(o any) {
 	defer t.mu.Unlock()
 	t.available[d.Labels[instanceLabel]] = avail
 	t.deployUID[d.Name] = string(d.UID)
+	t.marked[d.Labels[instanceLabel]] = d.Spec.Template.Annotations[rolloutMark]
 	t.notify()
 }
 
@@ -132,6 +134,7 @@ func (t *tracker) deleteDeployment(o any) {
 	defer t.mu.Unlock()
 	delete(t.available, d.Labels[instanceLabel])
 	delete(t.deployUID, d.Name)
+	delete(t.marked, d.Labels[instanceLabel])
 	t.notify()
 }
 
@@ -149,6 +152,9 @@ func conditionTrue(u *unstructured.Unstructured, condType string) bool {
 // fleet is a snapshot of what the tracker knows.
 type fleet struct {
 	Proxies, Deployed, Deployments, Available int
+	// Rolled are the available Deployments whose Pod template carries rolloutMark (the chart
+	// the rollout bench rolls out).
+	Rolled int
 }
 
 func (t *tracker) snapshot() (fleet, <-chan struct{}) {
@@ -160,9 +166,12 @@ func (t *tracker) snapshot() (fleet, <-chan struct{}) {
 			f.Deployed++
 		}
 	}
-	for _, a := range t.available {
+	for instance, a := range t.available {
 		if a {
 			f.Available++
+			if t.marked[instance] != "" {
+				f.Rolled++
+			}
 		}
 	}
 	return f, t.changed

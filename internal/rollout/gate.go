@@ -42,7 +42,10 @@ type Gate struct {
 	seen    map[types.NamespacedName]bool       // decided since start; nil once the first wave opened here
 	started time.Time
 	dirty   bool
-	kick    chan struct{}
+	// lastPoll is when the health of the waves' releases was last read, every pollEvery.
+	lastPoll  time.Time
+	pollEvery time.Duration
+	kick      chan struct{}
 }
 
 // pollInterval is how often the health of the releases in a wave is read while any is
@@ -54,6 +57,7 @@ func (g *Gate) init() {
 		g.held = map[types.NamespacedName]labels.Set{}
 		g.seen = map[types.NamespacedName]bool{}
 		g.kick = make(chan struct{}, 1)
+		g.pollEvery = pollInterval
 	}
 }
 
@@ -234,69 +238,35 @@ func (g *Gate) load(ctx context.Context) error {
 
 // step judges the releases of the waves, halts the rollout past its failure budget, opens the
 // next wave when the last one is done, and saves what changed.
+//
+// Health is read at most once per pollInterval, whatever woke the step, and so is a state that
+// changed only by the phases of releases written back: a restart that lost such a change finds
+// it again (an upgraded release renders the new chart, a Ready one is read Ready, a failure
+// times out again). An admission or a halt is saved before anything follows from it.
 func (g *Gate) step(ctx context.Context) error {
-	g.mu.Lock()
-	var waiting []types.NamespacedName
-	for k, m := range g.state.Members {
-		if m.Phase == PhaseUpgraded {
-			waiting = append(waiting, keyOf(k))
-		}
+	verdicts, poll, err := g.readHealth(ctx)
+	if err != nil {
+		return err
 	}
-	g.mu.Unlock()
-	verdicts := map[types.NamespacedName]string{} // "" ready, else why not
-	for _, key := range waiting {
-		ok, why, err := g.Ready(ctx, key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			verdicts[key] = why
-		} else {
-			verdicts[key] = ""
-		}
-	}
-
 	g.mu.Lock()
 	now := time.Now()
-	for key, why := range verdicts {
-		m, ok := g.state.Members[memberKey(key)]
-		if !ok || m.Phase != PhaseUpgraded {
-			continue
-		}
-		switch {
-		case why == "":
-			g.setPhase(key, m, PhaseReady, "")
-		case now.Sub(since(m)) > g.Settings.Timeout:
-			g.setPhase(key, m, PhaseFailed, fmt.Sprintf("not Ready within %s: %s", g.Settings.Timeout, why))
-		}
-	}
-	for k, m := range g.state.Members {
-		if m.Phase == PhaseAdmitted && g.state.Halted == "" && now.Sub(since(m)) > g.Settings.Timeout {
-			g.setPhase(keyOf(k), m, PhaseFailed, fmt.Sprintf("not upgraded within %s (see its conditions)", g.Settings.Timeout))
-		}
-	}
-	var halted []string
-	if g.state.Halted == "" {
-		if failed := g.failed(); len(failed) > g.Settings.MaxFailures {
-			g.state.Halted = fmt.Sprintf("halted: %d release(s) failed, %d tolerated: %s", len(failed),
-				g.Settings.MaxFailures, strings.Join(failed, "; "))
-			g.dirty = true
-			for k, m := range g.state.Members {
-				if m.Phase == PhaseFailed {
-					halted = append(halted, k)
-				}
-			}
-		}
-	}
+	g.judge(verdicts, now)
+	halted := g.haltPastBudget()
 	var admitted []types.NamespacedName
 	if g.state.Halted == "" && g.waveDone() {
-		var err error
 		if admitted, err = g.admit(ctx, now); err != nil {
 			g.mu.Unlock()
 			return err
 		}
 	}
-	st, dirty := g.snapshot()
+	var st State
+	dirty := g.dirty && (len(admitted) > 0 || len(halted) > 0 || poll)
+	if dirty {
+		st = g.snapshot()
+	}
+	if dirty || poll {
+		g.Metrics.set(g.Kind, g.state, len(g.held))
+	}
 	held := make([]types.NamespacedName, 0, len(g.held))
 	for k := range g.held {
 		held = append(held, k)
@@ -318,8 +288,79 @@ func (g *Gate) step(ctx context.Context) error {
 	if len(halted) > 0 {
 		g.reportHalt(ctx, st, halted, held)
 	}
-	g.Metrics.set(g.Kind, st, len(held))
 	return nil
+}
+
+// readHealth reads, when pollEvery has passed (poll), whether each upgraded release is Ready:
+// "" when it is, else why not.
+func (g *Gate) readHealth(ctx context.Context) (verdicts map[types.NamespacedName]string, poll bool, err error) {
+	g.mu.Lock()
+	poll = time.Since(g.lastPoll) >= g.pollEvery
+	var waiting []types.NamespacedName
+	if poll {
+		g.lastPoll = time.Now()
+		for k, m := range g.state.Members {
+			if m.Phase == PhaseUpgraded {
+				waiting = append(waiting, keyOf(k))
+			}
+		}
+	}
+	g.mu.Unlock()
+	verdicts = map[types.NamespacedName]string{}
+	for _, key := range waiting {
+		ok, why, err := g.Ready(ctx, key)
+		if err != nil {
+			return nil, poll, err
+		}
+		if ok {
+			why = ""
+		}
+		verdicts[key] = why
+	}
+	return verdicts, poll, nil
+}
+
+// judge moves the releases read Ready on, and fails those past the timeout.
+func (g *Gate) judge(verdicts map[types.NamespacedName]string, now time.Time) {
+	for key, why := range verdicts {
+		m, ok := g.state.Members[memberKey(key)]
+		if !ok || m.Phase != PhaseUpgraded {
+			continue
+		}
+		switch {
+		case why == "":
+			g.setPhase(key, m, PhaseReady, "")
+		case now.Sub(since(m)) > g.Settings.Timeout:
+			g.setPhase(key, m, PhaseFailed, fmt.Sprintf("not Ready within %s: %s", g.Settings.Timeout, why))
+		}
+	}
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseAdmitted && g.state.Halted == "" && now.Sub(since(m)) > g.Settings.Timeout {
+			g.setPhase(keyOf(k), m, PhaseFailed, fmt.Sprintf("not upgraded within %s (see its conditions)", g.Settings.Timeout))
+		}
+	}
+}
+
+// haltPastBudget halts the rollout when more releases failed than it tolerates, and returns
+// the failed ones then.
+func (g *Gate) haltPastBudget() []string {
+	if g.state.Halted != "" {
+		return nil
+	}
+	failed := g.failed()
+	if len(failed) <= g.Settings.MaxFailures {
+		return nil
+	}
+	g.state.Halted = fmt.Sprintf("halted: %d release(s) failed, %d tolerated: %s", len(failed),
+		g.Settings.MaxFailures, strings.Join(failed, "; "))
+	g.dirty = true
+	var out []string
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseFailed {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func keyOf(member string) types.NamespacedName {
@@ -405,15 +446,15 @@ func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName
 	return chosen, nil
 }
 
-func (g *Gate) snapshot() (State, bool) {
-	dirty := g.dirty
+// snapshot copies the state to save, and takes it as saved.
+func (g *Gate) snapshot() State {
 	g.dirty = false
 	st := g.state
 	st.Members = make(map[string]Member, len(g.state.Members))
 	for k, m := range g.state.Members {
 		st.Members[k] = m
 	}
-	return st, dirty
+	return st
 }
 
 // reportHalt records a Warning Event on each failed release's resource and has every held

@@ -83,6 +83,7 @@ func newFixture(t *testing.T, names ...string) *fixture {
 		f.woken = append(f.woken, key.Name)
 	}
 	g.Nudge = func(types.NamespacedName) {}
+	g.pollEvery = 0 // every step reads health
 	f.gate = g
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -216,7 +217,7 @@ func TestARestartResumesTheWaveAndRestartsItsClock(t *testing.T) {
 
 	g := NewGate()
 	g.Kind, g.Target, g.Store, g.Settings = "MyProxy", "target-1", f.store, f.gate.Settings
-	g.Fleet, g.Ready, g.Wake, g.Nudge = f.gate.Fleet, f.gate.Ready, f.gate.Wake, f.gate.Nudge
+	g.Fleet, g.Ready, g.Wake, g.Nudge, g.pollEvery = f.gate.Fleet, f.gate.Ready, f.gate.Wake, f.gate.Nudge, 0
 	if err := g.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
