@@ -100,6 +100,9 @@ type Condition struct {
 	Status      Expr   `yaml:"status"`
 	Reason      Expr   `yaml:"reason"`
 	Message     Expr   `yaml:"message"`
+	// GatesRollout makes the condition part of a release's health in a chart rollout: a release
+	// of a wave counts as healthy only once it is Ready and this condition is True.
+	GatesRollout bool `yaml:"gatesRollout"`
 }
 
 // Scale names the fields of the scale subresource.

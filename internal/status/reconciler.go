@@ -327,8 +327,41 @@ func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key ty
 		}
 		objects = append(objects, o)
 	}
-	c := Ready(true, objects)
-	return c.Status == "True", c.Message, nil
+	if c := Ready(true, objects); c.Status != "True" {
+		return false, c.Message, nil
+	}
+	return r.gatesPass(ctx, key, objects)
+}
+
+// gatesPass tells whether every condition the chart declares to gate rollouts (gatesRollout in
+// kind.yaml) is True over these objects, or names the first that is not.
+func (r *Reconciler) gatesPass(ctx context.Context, key types.NamespacedName, objects []ReleaseObject) (bool, string, error) {
+	gates := map[string]bool{}
+	for _, c := range r.Declaration.Kind.Status.Conditions {
+		if c.GatesRollout {
+			gates[c.Type] = true
+		}
+	}
+	if len(gates) == 0 {
+		return true, "", nil
+	}
+	self := &unstructured.Unstructured{}
+	self.SetGroupVersionKind(r.GVK)
+	if err := r.Get(ctx, key, self); err != nil {
+		return false, "", err
+	}
+	live := make([]map[string]any, 0, len(objects))
+	for _, o := range objects {
+		if o.Live != nil {
+			live = append(live, o.Live)
+		}
+	}
+	for _, c := range r.Declaration.Evaluate(self.Object, live).Conditions {
+		if gates[c.Type] && c.Status != "True" {
+			return false, fmt.Sprintf("condition %s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message), nil
+		}
+	}
+	return true, "", nil
 }
 
 // Namespaced tells, from mapper, whether a kind is namespaced; a kind it does not know is

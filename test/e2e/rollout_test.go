@@ -136,9 +136,10 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	// the canaries are through, and resumes.
 	writeChart(t, chart, "3", `/healthz`)
 	op = start()
+	var atKill rollout.State
 	harness.Eventually(t, 180*time.Second, "the fixed chart's canaries through", func(context.Context) (bool, string) {
-		st := rolloutState(t, c, stateNS)
-		return st.Wave >= 1 && st.Halted == "", fmt.Sprintf("wave %d, halted %q", st.Wave, st.Halted)
+		atKill = rolloutState(t, c, stateNS)
+		return atKill.Wave >= 1 && atKill.Halted == "", fmt.Sprintf("wave %d, halted %q", atKill.Wave, atKill.Halted)
 	})
 	op.Kill()
 	start()
@@ -157,6 +158,12 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	st = rolloutState(t, c, stateNS)
 	if st.Halted != "" || len(st.Members) != len(fleet) {
 		t.Errorf("stored state at the end: %+v, want every release a member, not halted", st)
+	}
+	// The restart lost nothing: every release admitted before the kill kept its wave.
+	for k, m := range atKill.Members {
+		if st.Members[k].Wave != m.Wave {
+			t.Errorf("%s: wave %d before the kill, %d at the end", k, m.Wave, st.Members[k].Wave)
+		}
 	}
 	// No release upgraded twice: one revision per chart it went through, besides an upgrade the
 	// SIGKILL interrupted (left pending, then marked failed by the restarted operator, which
