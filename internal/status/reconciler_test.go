@@ -116,8 +116,9 @@ func getMyProxy(t *testing.T, c client.Client, key types.NamespacedName) *unstru
 	return got
 }
 
-func condition(typ, st string) map[string]any {
-	return map[string]any{"type": typ, "status": st, "reason": "Test", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+// condition is a True condition of a type, as a stored status holds it.
+func condition(typ string) map[string]any {
+	return map[string]any{"type": typ, "status": "True", "reason": "Test", "lastTransitionTime": "2026-01-01T00:00:00Z"}
 }
 
 func TestReconcilerWritesTheDeclaredStatus(t *testing.T) {
@@ -131,7 +132,7 @@ func TestReconcilerWritesTheDeclaredStatus(t *testing.T) {
 	}
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	cr := myProxy(condition(names.ConditionDeployed, "True"))
+	cr := myProxy(condition(names.ConditionDeployed))
 	r, c, watches := statusReconciler(t, cr, deployment, service)
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
 	// Before the Helm reconciler's post hook has told it the release's objects (a restart),
@@ -212,7 +213,7 @@ func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
 	labels := map[string]string{"app.kubernetes.io/component": "proxy", "app.kubernetes.io/instance": "edge"}
 	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	cr := myProxy(condition(names.ConditionInitialized, "True"))
+	cr := myProxy(condition(names.ConditionInitialized))
 	r, c, _ := statusReconciler(t, cr, service)
 	var patches int
 	r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
@@ -227,7 +228,7 @@ func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
 	}
 	// The updater's write, as it builds it: its conditions and deployedRelease only.
 	written := getMyProxy(t, c, key)
-	written.Object["status"] = map[string]any{"conditions": []any{condition(names.ConditionDeployed, "True")},
+	written.Object["status"] = map[string]any{"conditions": []any{condition(names.ConditionDeployed)},
 		"deployedRelease": map[string]any{"name": "edge", "manifest": proxyManifest}}
 	if err := PluginWrites(c, c, myProxyGVK, r).Status().Update(context.Background(), written); err != nil {
 		t.Fatal(err)

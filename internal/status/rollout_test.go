@@ -43,7 +43,7 @@ func TestReadyLiveIsReadyAndTheGatingConditions(t *testing.T) {
 			why: "condition Available is False (NoDeployment)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cr := myProxy(condition(names.ConditionDeployed, "True"))
+			cr := myProxy(condition(names.ConditionDeployed))
 			r, c, _ := statusReconciler(t, cr, availableDeployment(tc.labels), service)
 			if ok, why, err := r.ReadyLive(context.Background(), c, key); err != nil || ok {
 				t.Fatalf("before the release's objects are known: %v, %q, %v; want not ready", ok, why, err)
@@ -62,7 +62,7 @@ func TestReadyLiveIsReadyAndTheGatingConditions(t *testing.T) {
 // A resource a halted rollout holds carries RolloutHeld, and loses it when the hold ends.
 func TestRolloutHeldComesAndGoesWithTheHold(t *testing.T) {
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
-	cr := myProxy(condition(names.ConditionDeployed, "True"))
+	cr := myProxy(condition(names.ConditionDeployed))
 	r, c, _ := statusReconciler(t, cr, availableDeployment(map[string]string{"app.kubernetes.io/component": "proxy"}))
 	if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
 		t.Fatal(err)
