@@ -215,13 +215,23 @@ func (g *Gate) Start(ctx context.Context) error {
 	}
 }
 
-// load reads the stored state; until it is read, every upgrade waits.
+// load reads the stored state; until it is read, every upgrade waits, and those that waited are
+// decided again once it is.
 func (g *Gate) load(ctx context.Context) error {
 	st, err := g.Store.Load(ctx, g.Target)
 	if err != nil {
 		return err
 	}
 	g.mu.Lock()
+	waited := make([]types.NamespacedName, 0, len(g.held))
+	for k := range g.held {
+		waited = append(waited, k)
+	}
+	defer func() {
+		for _, k := range waited {
+			g.Wake(k)
+		}
+	}()
 	defer g.mu.Unlock()
 	g.state, g.loaded, g.started = st, true, time.Now()
 	g.dirty = true // records the target (and replaces the state of an older one)
@@ -250,6 +260,9 @@ func (g *Gate) step(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	now := time.Now()
+	if g.seen != nil && now.Sub(g.started) > g.Settings.Timeout {
+		g.seen = nil // the first wave no longer waits for the fleet to be seen
+	}
 	g.judge(verdicts, now)
 	halted := g.haltPastBudget()
 	var admitted []types.NamespacedName

@@ -192,13 +192,18 @@ func TestAFailureBeyondTheBudgetHaltsTheRollout(t *testing.T) {
 		t.Errorf("wave %v opened on a halted rollout", w)
 	}
 
-	// A new chart starts afresh; a release still admitted keeps its wave across a restart.
+	// A new chart starts afresh, and what waited is decided again.
+	var redecided []string
+	f.gate.Wake = func(key types.NamespacedName) { redecided = append(redecided, key.Name) }
 	f.gate.Target = "target-2"
 	if err := f.gate.load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if f.gate.state.Halted != "" || len(f.gate.state.Members) != 0 || f.gate.state.Wave != -1 {
 		t.Errorf("state for a new chart: %+v, want a fresh one", f.gate.state)
+	}
+	if slices.Sort(redecided); !slices.Equal(redecided, []string{"c"}) {
+		t.Errorf("woken on load: %v, want the held c", redecided)
 	}
 }
 
