@@ -42,6 +42,9 @@ func Unlocked(next helmclient.ActionClientGetter, recorder record.EventRecorder,
 	})
 }
 
+// UnlockedDescription begins the description of a revision that Unlocked marked failed.
+const UnlockedDescription = "marked failed by myproxy-operator"
+
 // SoleWriter says when this process may be the only writer of a release.
 type SoleWriter struct {
 	// Leading reports whether this replica holds the leader Lease; nil without leader election.
@@ -92,7 +95,7 @@ func (c *unlockingClient) Get(name string, opts ...helmclient.GetOption) (*relea
 		return nil, fmt.Errorf("release %s revision %d is %s and is left so: %w", name, rel.Version, was, err)
 	}
 	rel.Info.Status = release.StatusFailed
-	rel.Info.Description = fmt.Sprintf("marked failed by myproxy-operator: left %s by an interrupted action (%s)", was, why)
+	rel.Info.Description = fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
 	if err := c.Config().Releases.Update(rel); err != nil {
 		return nil, fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", name, rel.Version, was, err)
 	}

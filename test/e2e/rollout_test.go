@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/preview"
 	"github.com/example/myproxy-operator/internal/rollout"
+	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -179,7 +178,11 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 		}
 		completed := 0
 		for _, s := range secrets.Items {
-			if description := recordDescription(t, s); strings.HasPrefix(description, "marked failed by myproxy-operator") {
+			description, err := fixture.ReleaseDescription(&s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(description, actionclient.UnlockedDescription) {
 				t.Logf("%s: revision %s was interrupted: %s", name, s.Labels["version"], description)
 				continue
 			}
@@ -189,26 +192,6 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 			t.Errorf("%s: %d revisions ran to their end, want %d", name, completed, want)
 		}
 	}
-}
-
-// recordDescription decodes a Helm release record (base64 of gzipped JSON) for its description.
-func recordDescription(t *testing.T, s corev1.Secret) string {
-	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(string(s.Data["release"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rel struct {
-		Info struct{ Description string } `json:"info"`
-	}
-	if err := json.NewDecoder(zr).Decode(&rel); err != nil {
-		t.Fatal(err)
-	}
-	return rel.Info.Description
 }
 
 // writeChart sets the chart's version annotation on every Pod and its readiness probe's path
