@@ -46,6 +46,10 @@ type wavedClient struct {
 	gate WaveGate
 	obj  client.Object
 	last *release.Release // what the last Get returned: the deployed release the check compares with
+	// held is the last check's answer: the upgrade must wait. The reconciler upgrades a failed
+	// release even when the check finds its manifest unchanged (a retry, which no rollout
+	// holds), and one the check held when it is failed.
+	held, checked bool
 }
 
 func (c *wavedClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
@@ -70,16 +74,18 @@ func (c *wavedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals ma
 		if err != nil || cur == nil || rel == nil {
 			return rel, err
 		}
+		c.checked = true
 		if rel.Manifest == cur.Manifest {
+			c.held = false
 			c.gate.UpToDate(c.obj)
 			return rel, nil
 		}
-		if c.gate.Hold(c.obj, valuesDiffer(cur.Config, vals)) {
+		if c.held = c.gate.Hold(c.obj, valuesDiffer(cur.Config, vals)); c.held {
 			return cur, nil
 		}
 		return rel, nil
 	}
-	if cur != nil && c.gate.Hold(c.obj, valuesDiffer(cur.Config, vals)) {
+	if c.held || (!c.checked && cur != nil && c.gate.Hold(c.obj, valuesDiffer(cur.Config, vals))) {
 		return nil, ErrHeld
 	}
 	c.last = nil

@@ -58,12 +58,26 @@ func TestWavedAnswersAHeldCheckWithTheDeployedRelease(t *testing.T) {
 		t.Errorf("Hold asked %v, want once with specChanged=false (values equal as JSON)", gate.asked)
 	}
 	// The reconciler upgrades a failed release whatever the check says: still held.
-	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(3)}); !errors.Is(err, ErrHeld) || fake.upgrades != 0 {
+	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}); !errors.Is(err, ErrHeld) || fake.upgrades != 0 {
 		t.Errorf("a held upgrade ran (err %v, %d upgrades)", err, fake.upgrades)
 	}
-	if !gate.asked[1] {
-		t.Error("a change of values was not reported as a spec change")
+	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(3)}, dryRun); err != nil || !gate.asked[1] {
+		t.Errorf("a change of values was not reported as a spec change (err %v)", err)
 	}
+
+	// A failed release whose check renders the deployed manifest is retried, not held.
+	fake.dryRunManifest = "deployed"
+	if _, err := ac.Get("p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}, dryRun); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}); err != nil || fake.upgrades != 1 {
+		t.Errorf("the retry of a failed release was held (err %v, %d upgrades)", err, fake.upgrades)
+	}
+	fake.dryRunManifest = "new chart"
+	fake.rel = deployed
 
 	gate.hold = false
 	if _, err := ac.Get("p"); err != nil {
@@ -73,7 +87,7 @@ func TestWavedAnswersAHeldCheckWithTheDeployedRelease(t *testing.T) {
 	if rel == deployed {
 		t.Error("an admitted check was answered with the deployed release")
 	}
-	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}); err != nil || gate.upgraded != 1 || gate.lastUpgradeErr != nil {
+	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}); err != nil || gate.upgraded != 2 || gate.lastUpgradeErr != nil {
 		t.Errorf("admitted upgrade: err %v, Upgraded told %d times", err, gate.upgraded)
 	}
 
@@ -81,7 +95,7 @@ func TestWavedAnswersAHeldCheckWithTheDeployedRelease(t *testing.T) {
 	if _, err := ac.Get("p"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}, dryRun); err != nil || gate.upToDate != 1 {
-		t.Errorf("a check that renders the deployed manifest: err %v, UpToDate told %d times", err, gate.upToDate)
+	if _, err := ac.Upgrade("p", "ns", nil, map[string]any{"replicas": int64(2)}, dryRun); err != nil || gate.upToDate != 2 {
+		t.Errorf("a check that renders the deployed manifest: err %v, UpToDate told %d times, want twice", err, gate.upToDate)
 	}
 }
