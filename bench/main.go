@@ -27,7 +27,8 @@
 //	FLEET=0         skip the fleet runs: only the memory and metrics filter runs of the subjects
 //	                (with KEEP=1, every fleet result is kept)
 //	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves, unpaced and
-//	                rate-paced (make bench-rollout)
+//	                rate-paced (make bench-rollout); ROLLOUT_REPORT=1 writes its report
+//	                again from rollout.json
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);
 //	                the report says which subjects were kept from when
