@@ -70,9 +70,12 @@ type Store struct {
 // stateKey is the ConfigMap's data key.
 const stateKey = "state.json"
 
+// StorePrefix begins the name of every rollout state ConfigMap.
+const StorePrefix = "myproxy-operator-rollout-"
+
 // StoreName is the ConfigMap of a kind's rollout, in a shard ("" unsharded).
 func StoreName(gvk schema.GroupVersionKind, shard string) string {
-	name := "myproxy-operator-rollout-" + strings.ToLower(gvk.Kind) + "." + gvk.Group
+	name := StorePrefix + strings.ToLower(gvk.Kind) + "." + gvk.Group
 	if shard != "" {
 		name += "." + shard
 	}

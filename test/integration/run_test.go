@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -119,11 +120,17 @@ func TestRunCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	}
 	lostBefore := gathered(t, "myproxy_operator_leader_leases_lost_total")
 
-	// Another holder takes the Lease, valid for one lease duration from now.
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.HolderIdentity = ptr.To("another-replica")
-	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
-	if err := c.Update(ctx, lease); err != nil {
+	// Another holder takes the Lease, valid for one lease duration from now (read again when
+	// the operator renewed it in between).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, key, lease); err != nil {
+			return err
+		}
+		now := metav1.NewMicroTime(time.Now())
+		lease.Spec.HolderIdentity = ptr.To("another-replica")
+		lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+		return c.Update(ctx, lease)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, timeout, "the operator counts the lost Lease", func(context.Context) (bool, string) {

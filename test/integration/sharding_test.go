@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -520,7 +521,11 @@ func releaseWrites(t *testing.T, path, ns string, from time.Time) map[string][]r
 				continue
 			}
 			name = rest[:strings.LastIndex(rest, ".v")]
-		case "deployments", "services", "configmaps", "myproxies":
+		case "configmaps":
+			if strings.HasPrefix(name, rollout.StorePrefix) {
+				continue // a shard's rollout state, beside its Lease
+			}
+		case "deployments", "services", "myproxies":
 		default:
 			continue // Events, Leases
 		}
