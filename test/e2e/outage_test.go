@@ -77,6 +77,9 @@ func TestControlPlaneOutage(t *testing.T) {
 	if lost, err := harness.SumSamples(body, "myproxy_operator_leader_leases_lost_total", ""); err != nil || lost < 1 {
 		t.Errorf("the operator counted %g lost Leases (%v); the outage outlasted the renew deadline, so it lost one and campaigned again", lost, err)
 	}
+	// Uninstalled while this test's operator runs: left to the namespace's deletion, the MyProxy
+	// would wait on its finalizer for whichever operator runs next.
+	kubectl(t, "delete", "-n", ns, "myproxy/edge", "--timeout=120s")
 }
 
 func errString(err error) string {
