@@ -132,6 +132,14 @@ func (c *observedClient) Reconcile(rel *release.Release) error {
 }
 
 // isDryRun applies the upgrade options to a scratch action to learn whether this is a dry run.
+// named returns rel when it is the release called name (what a Get before returned), else nil.
+func named(rel *release.Release, name string) *release.Release {
+	if rel != nil && rel.Name != name {
+		return nil
+	}
+	return rel
+}
+
 func isDryRun(opts []helmclient.UpgradeOption) bool {
 	var u action.Upgrade
 	for _, o := range opts {

@@ -190,10 +190,7 @@ func (c *digestingClient) Install(name, namespace string, chrt *chart.Chart, val
 
 func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
 	opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	cur := c.last
-	if cur != nil && cur.Name != name {
-		cur = nil
-	}
+	cur := named(c.last, name)
 	dryRun := isDryRun(opts)
 	if !dryRun {
 		c.last = nil

@@ -65,10 +65,7 @@ func (c *wavedClient) Get(name string, opts ...helmclient.GetOption) (*release.R
 
 func (c *wavedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
 	opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	cur := c.last
-	if cur != nil && cur.Name != name {
-		cur = nil
-	}
+	cur := named(c.last, name)
 	if isDryRun(opts) {
 		rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 		if err != nil || cur == nil || rel == nil {
