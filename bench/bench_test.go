@@ -89,3 +89,36 @@ func TestPercentileAndTargets(t *testing.T) {
 		}
 	}
 }
+
+func TestRoundsReportEachSubjectsMedianRunAndTheSpread(t *testing.T) {
+	r := &report{}
+	for _, res := range []fleetResult{
+		{Subject: subjectOurs, DeployedSeconds: 30, CPUSeconds: 3},
+		{Subject: subjectPlugins, DeployedSeconds: 90},
+		{Subject: subjectOurs, DeployedSeconds: 10, CPUSeconds: 1},
+		{Subject: subjectOurs, DeployedSeconds: 20, CPUSeconds: 2},
+	} {
+		r.addRun(res)
+	}
+	if len(r.Fleet) != 2 || r.Fleet[0].Subject != subjectOurs || r.Fleet[1].Subject != subjectPlugins {
+		t.Fatalf("fleet = %+v, want one row per subject in report order", r.Fleet)
+	}
+	if got := r.Fleet[0]; got.DeployedSeconds != 20 || got.CPUSeconds != 2 {
+		t.Errorf("row = %+v, want the median run (20 s, 2 CPU-s)", got)
+	}
+	if len(r.Runs[subjectOurs]) != 3 || !r.severalRounds() {
+		t.Errorf("runs = %+v, want all three kept", r.Runs)
+	}
+	var md strings.Builder
+	r.markdown(&md)
+	if !strings.Contains(md.String(), "| "+subjectOurs+" | 3 | 20 (10–30) | 2 (1–3) |") {
+		t.Errorf("no spread row for %s in\n%s", subjectOurs, md.String())
+	}
+	single := &report{}
+	single.addRun(fleetResult{Subject: subjectOurs, DeployedSeconds: 5})
+	md.Reset()
+	single.markdown(&md)
+	if single.severalRounds() || strings.Contains(md.String(), "in rounds") {
+		t.Errorf("one run each reported as rounds:\n%s", md.String())
+	}
+}

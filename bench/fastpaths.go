@@ -69,34 +69,6 @@ func benchFastPaths(ctx context.Context, s settings, c *cluster, rounds int) err
 	return nil
 }
 
-// fastPathFigures are the figures the report compares, each read from a run.
-var fastPathFigures = []struct {
-	name string
-	get  func(fleetResult) float64
-}{
-	{"all Deployed (s)", func(r fleetResult) float64 { return r.DeployedSeconds }},
-	{"CPU-s to Deployed", func(r fleetResult) float64 { return r.CPUSeconds }},
-	{"peak RSS (MiB)", func(r fleetResult) float64 { return r.PeakRSSMiB }},
-	{"requests per CR", func(r fleetResult) float64 { return r.RequestsPerCR }},
-	{"idle CPU-s / CR / min", func(r fleetResult) float64 { return r.IdleCPUSecondsPerCRMinute }},
-	{"idle requests / CR / min", func(r fleetResult) float64 { return r.IdleRequestsPerCRMinute }},
-	{"one more CR to Deployed p50 (s)", func(r fleetResult) float64 { return r.LatencyP50 }},
-	{"delete all (s)", func(r fleetResult) float64 { return r.DeleteSeconds }},
-}
-
-// spread is the median of values and their range, as "median (min–max)".
-func spread(values []float64) string {
-	if len(values) == 0 {
-		return "—"
-	}
-	v := slices.Sorted(slices.Values(values))
-	median := v[len(v)/2]
-	if len(v)%2 == 0 {
-		median = (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	return fmt.Sprintf("%s (%s–%s)", f3(median), f3(v[0]), f3(v[len(v)-1]))
-}
-
 func (r fastPathsReport) write(dir string, variants []variant) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -111,22 +83,10 @@ func (r fastPathsReport) write(dir string, variants []variant) error {
 	md.WriteString("This operator with every fast path, with none, and with each one alone off (`--fast-paths`), " +
 		"the same fleet each time, the variants interleaved round after round. Each cell is the median of the rounds " +
 		"and, in brackets, their range: a difference smaller than the ranges is noise.\n\n")
-	md.WriteString("| variant | runs |")
-	for _, f := range fastPathFigures {
-		md.WriteString(" " + f.name + " |")
+	names, notes := make([]string, len(variants)), make([]string, len(variants))
+	for i, v := range variants {
+		names[i], notes[i] = v.name, fmt.Sprintf(" (`--fast-paths=%s`)", v.fastPaths)
 	}
-	md.WriteString("\n|---|---|" + strings.Repeat("---|", len(fastPathFigures)) + "\n")
-	for _, v := range variants {
-		runs := r.Runs[v.name]
-		fmt.Fprintf(&md, "| %s (`--fast-paths=%s`) | %d |", v.name, v.fastPaths, len(runs))
-		for _, f := range fastPathFigures {
-			values := make([]float64, 0, len(runs))
-			for _, run := range runs {
-				values = append(values, f.get(run))
-			}
-			md.WriteString(" " + spread(values) + " |")
-		}
-		md.WriteString("\n")
-	}
+	spreadTable(&md, "variant", names, notes, r.Runs)
 	return os.WriteFile(filepath.Join(dir, "fastpaths.md"), []byte(md.String()), 0o644)
 }

@@ -29,6 +29,9 @@
 //	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves, unpaced and
 //	                rate-paced (make bench-rollout); ROLLOUT_REPORT=1 writes its report
 //	                again from rollout.json
+//	ROUNDS=1        run every subject's fleet this many times, interleaved (the order rotated
+//	                by one each round); the report takes each subject's median run and shows
+//	                the spread of every round
 //	KEEP=1          keep the results of the subjects not run this time from the last
 //	                results.json (to run one subject again, e.g. after a disturbed run);
 //	                the report says which subjects were kept from when
@@ -78,6 +81,7 @@ type settings struct {
 	metricsFilter    bool     // compare this operator's metrics filter with controller-runtime's
 	fleet            bool     // run the fleet of each subject (FLEET=0: only the memory runs)
 	rounds           int      // FAST_PATH_ROUNDS > 0: measure the fast paths instead (benchFastPaths)
+	fleetRounds      int      // ROUNDS: runs of each subject's fleet, interleaved
 	rollout          bool     // ROLLOUT=1: measure a chart rollout instead (benchRollout)
 }
 
@@ -122,6 +126,7 @@ func loadSettings() (settings, error) {
 	s.metricsFilter = os.Getenv("METRICS_FILTER") != "0"
 	s.fleet = os.Getenv("FLEET") != "0"
 	s.rounds = envInt("FAST_PATH_ROUNDS", 0)
+	s.fleetRounds = max(1, envInt("ROUNDS", 1))
 	s.rollout = os.Getenv("ROLLOUT") == "1"
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
@@ -156,36 +161,39 @@ func run() error {
 			return err
 		}
 	}
-	for _, name := range s.subjects {
+	for round := range s.fleetRounds {
 		if !s.fleet {
 			break
 		}
-		var res fleetResult
-		started := time.Now()
-		switch name {
-		case "limit":
-			res, err = benchLimit(ctx, s, c)
-		case "myproxy-operator":
-			var prof *profileResult
-			res, prof, err = benchOperator(ctx, s, c, ours(s))
-			if prof != nil {
-				rep.Profiles = append(rep.Profiles, *prof)
+		for i := range s.subjects {
+			name := s.subjects[(i+round)%len(s.subjects)]
+			progress("round %d of %d: %s", round+1, s.fleetRounds, name)
+			var res fleetResult
+			started := time.Now()
+			switch name {
+			case "limit":
+				res, err = benchLimit(ctx, s, c)
+			case "myproxy-operator":
+				var prof *profileResult
+				res, prof, err = benchOperator(ctx, s, c, ours(s))
+				if prof != nil {
+					rep.Profiles = append(rep.Profiles, *prof)
+				}
+			default:
+				peer, ok := peers[name]
+				if !ok {
+					return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
+				}
+				res, _, err = benchOperator(ctx, s, c, peer(s))
 			}
-		default:
-			peer, ok := peers[name]
-			if !ok {
-				return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
 			}
-			res, _, err = benchOperator(ctx, s, c, peer(s))
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		res.Started = started
-		rep.Fleet = append(rep.Fleet, res)
-		rep.sortFleet()
-		if err := rep.write(s.dir); err != nil {
-			return err
+			res.Started = started
+			rep.addRun(res)
+			if err := rep.write(s.dir); err != nil {
+				return err
+			}
 		}
 	}
 	if s.unrelated > 0 {
@@ -271,6 +279,12 @@ func (r *report) keepFrom(path string, running []string, fleets bool) error {
 				f.Started = last.keptSince(f.Subject)
 			}
 			r.Fleet = append(r.Fleet, f)
+			if runs := last.Runs[f.Subject]; len(runs) > 0 {
+				if r.Runs == nil {
+					r.Runs = map[string][]fleetResult{}
+				}
+				r.Runs[f.Subject] = runs
+			}
 			r.Kept = append(r.Kept, fmt.Sprintf("%s (%s)", f.Subject, f.Started.Format(time.RFC3339)))
 		}
 	}

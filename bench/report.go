@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -62,11 +64,15 @@ type memoryResult struct {
 }
 
 type report struct {
-	Started time.Time      `json:"started"`
-	Machine string         `json:"machine"`
-	Command string         `json:"command"`
-	Fleet   []fleetResult  `json:"fleet"`
-	Memory  []memoryResult `json:"memory"`
+	Started time.Time `json:"started"`
+	Machine string    `json:"machine"`
+	Command string    `json:"command"`
+	// Fleet is each subject's run, its median run by time to all Deployed when it ran several
+	// rounds (a real run, so that its figures belong together).
+	Fleet []fleetResult `json:"fleet"`
+	// Runs are every run of each subject, in the order they ran (ROUNDS).
+	Runs   map[string][]fleetResult `json:"runs,omitempty"`
+	Memory []memoryResult           `json:"memory"`
 	// MetricsFilter compares the builds of this operator with each metrics filter.
 	MetricsFilter []metricsFilterResult `json:"metricsFilter,omitempty"`
 	Targets       []targetResult        `json:"targets"`
@@ -75,6 +81,68 @@ type report struct {
 	Profiles []profileResult `json:"profiles,omitempty"`
 	// Baseline is this operator's result in a run at a smaller N (BASELINE=path).
 	Baseline *fleetResult `json:"baseline,omitempty"`
+}
+
+// addRun records a run of a subject and makes the subject's median run its row.
+func (r *report) addRun(res fleetResult) {
+	if r.Runs == nil {
+		r.Runs = map[string][]fleetResult{}
+	}
+	r.Runs[res.Subject] = append(r.Runs[res.Subject], res)
+	runs := slices.SortedFunc(slices.Values(r.Runs[res.Subject]), func(a, b fleetResult) int {
+		return cmp.Compare(a.DeployedSeconds, b.DeployedSeconds)
+	})
+	r.Fleet = slices.DeleteFunc(r.Fleet, func(f fleetResult) bool { return f.Subject == res.Subject })
+	r.Fleet = append(r.Fleet, runs[(len(runs)-1)/2])
+	r.sortFleet()
+}
+
+// runFigures are the figures whose spread over runs a report shows, each read from a run.
+var runFigures = []struct {
+	name string
+	get  func(fleetResult) float64
+}{
+	{"all Deployed (s)", func(r fleetResult) float64 { return r.DeployedSeconds }},
+	{"CPU-s to Deployed", func(r fleetResult) float64 { return r.CPUSeconds }},
+	{"peak RSS (MiB)", func(r fleetResult) float64 { return r.PeakRSSMiB }},
+	{"requests per CR", func(r fleetResult) float64 { return r.RequestsPerCR }},
+	{"idle CPU-s / CR / min", func(r fleetResult) float64 { return r.IdleCPUSecondsPerCRMinute }},
+	{"idle requests / CR / min", func(r fleetResult) float64 { return r.IdleRequestsPerCRMinute }},
+	{"one more CR to Deployed p50 (s)", func(r fleetResult) float64 { return r.LatencyP50 }},
+	{"delete all (s)", func(r fleetResult) float64 { return r.DeleteSeconds }},
+}
+
+// spread is the median of values and their range, as "median (min–max)".
+func spread(values []float64) string {
+	if len(values) == 0 {
+		return "—"
+	}
+	v := slices.Sorted(slices.Values(values))
+	median := v[len(v)/2]
+	if len(v)%2 == 0 {
+		median = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return fmt.Sprintf("%s (%s–%s)", f3(median), f3(v[0]), f3(v[len(v)-1]))
+}
+
+// spreadTable writes one row per name: its runs' count and each figure's spread over them.
+func spreadTable(w io.Writer, label string, names, notes []string, runs map[string][]fleetResult) {
+	fmt.Fprintf(w, "| %s | runs |", label)
+	for _, f := range runFigures {
+		fmt.Fprintf(w, " %s |", f.name)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---|", len(runFigures)))
+	for i, name := range names {
+		fmt.Fprintf(w, "| %s%s | %d |", name, notes[i], len(runs[name]))
+		for _, f := range runFigures {
+			values := make([]float64, 0, len(runs[name]))
+			for _, run := range runs[name] {
+				values = append(values, f.get(run))
+			}
+			fmt.Fprintf(w, " %s |", spread(values))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // percentile of sorted-ascending values, nearest rank.
@@ -198,6 +266,16 @@ func limitRatioGoal(n int) float64 {
 // and slower than it.
 const rssGrowthGoal = 4
 
+// severalRounds reports whether a subject ran its fleet more than once.
+func (r *report) severalRounds() bool {
+	for _, runs := range r.Runs {
+		if len(runs) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // readReport reads the results.json of a run.
 func readReport(path string) (*report, error) {
 	raw, err := os.ReadFile(path)
@@ -307,6 +385,18 @@ func (r *report) markdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.2f / %.2f s (%d) | %s s | %d |\n", f.Subject, lookups, idleReq, idleCPU, drift,
 			f.LatencyP50, f.LatencyP99, len(f.Latencies), f1(f.DeleteSeconds), f.Leftovers)
+	}
+	if r.severalRounds() {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Every subject ran its fleet in rounds, interleaved; the rows above are each subject's median run "+
+			"by time to all Deployed. Each cell below is the median of a subject's runs and, in brackets, their range: "+
+			"a difference smaller than the ranges is noise.")
+		fmt.Fprintln(w)
+		var subjects []string
+		for _, f := range r.Fleet {
+			subjects = append(subjects, f.Subject)
+		}
+		spreadTable(w, "subject", subjects, make([]string, len(subjects)), r.Runs)
 	}
 	if len(r.Memory) > 0 {
 		fmt.Fprintln(w)
