@@ -168,24 +168,8 @@ func run() error {
 		for i := range s.subjects {
 			name := s.subjects[(i+round)%len(s.subjects)]
 			progress("round %d of %d: %s", round+1, s.fleetRounds, name)
-			var res fleetResult
 			started := time.Now()
-			switch name {
-			case "limit":
-				res, err = benchLimit(ctx, s, c)
-			case "myproxy-operator":
-				var prof *profileResult
-				res, prof, err = benchOperator(ctx, s, c, ours(s))
-				if prof != nil {
-					rep.Profiles = append(rep.Profiles, *prof)
-				}
-			default:
-				peer, ok := peers[name]
-				if !ok {
-					return fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
-				}
-				res, _, err = benchOperator(ctx, s, c, peer(s))
-			}
+			res, err := runFleet(ctx, s, c, name, rep)
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -236,6 +220,27 @@ func run() error {
 	rep.markdown(os.Stdout)
 	fmt.Fprintf(os.Stderr, "bench: results in %s/results.{json,md}\n", s.dir)
 	return nil
+}
+
+// runFleet runs the fleet of the subject of that SUBJECTS name; this operator's profile, when
+// asked for, goes into rep.
+func runFleet(ctx context.Context, s settings, c *cluster, name string, rep *report) (fleetResult, error) {
+	switch name {
+	case "limit":
+		return benchLimit(ctx, s, c)
+	case "myproxy-operator":
+		res, prof, err := benchOperator(ctx, s, c, ours(s))
+		if prof != nil {
+			rep.Profiles = append(rep.Profiles, *prof)
+		}
+		return res, err
+	}
+	peer, ok := peers[name]
+	if !ok {
+		return fleetResult{}, fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
+	}
+	res, _, err := benchOperator(ctx, s, c, peer(s))
+	return res, err
 }
 
 // subjectOrder is the order of the report's rows.
