@@ -72,6 +72,12 @@ var (
 		Events: "all", ReadBy: "package tenant (a missing ServiceAccount, and its creation)",
 		Condition: "when a watch runs as a ServiceAccount",
 	}
+	rolloutStateEntry = Entry{
+		Cache: "rollout state", Holds: "metadata of a watch's rollout state ConfigMap (one cache per ConfigMap)",
+		Selected: "metadata.name, in the rollout state's namespace", Keeps: "all but managed fields",
+		Events: "additions and updates", ReadBy: "the rollout gate: an administrator's resume request (package rollout)",
+		Condition: "with rollout waves",
+	}
 	claimsEntry = Entry{
 		Cache: "shard claims", Holds: "metadata of the custom resources that name this shard as their owner",
 		Selected: "the shard's owner label (package shard)", Keeps: "all but managed fields",
@@ -86,6 +92,13 @@ func ServiceAccounts(name string) Side {
 	return Side{Entry: serviceAccountsEntry, Field: fields.OneTermEqualSelector("metadata.name", name), Transform: Identity}
 }
 
+// RolloutState holds the ConfigMap named name, a watch's rollout state, for the annotation by
+// which an administrator resumes a halted rollout; the gate itself reads and writes the state
+// through the apiserver.
+func RolloutState(name string) Side {
+	return Side{Entry: rolloutStateEntry, Field: fields.OneTermEqualSelector("metadata.name", name), Transform: StripManagedFields}
+}
+
 // Claims holds the custom resources that name shard s as their owner, to hand over those that
 // were relabelled for another shard.
 func Claims(s shard.Shard) Side {
@@ -93,7 +106,8 @@ func Claims(s shard.Shard) Side {
 }
 
 // sides are the side caches, in Table's order.
-var sides = []Side{ReleaseRecords, SecretMetadata, Lookups, {Entry: serviceAccountsEntry}, {Entry: claimsEntry}}
+var sides = []Side{ReleaseRecords, SecretMetadata, Lookups, {Entry: serviceAccountsEntry}, {Entry: rolloutStateEntry},
+	{Entry: claimsEntry}}
 
 func mustParse(selector string) labels.Selector {
 	s, err := labels.Parse(selector)

@@ -5,14 +5,18 @@ import (
 	"os"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/status"
@@ -55,8 +59,9 @@ func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared
 	gate.Kind = w.Kind
 	gate.Target = actionclient.ChartDigest(w.Chart)
 	gate.Settings = w.Rollout.Merge(o.Rollout)
-	gate.Store = rollout.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: sh.helm.waves.namespace,
+	store := rollout.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: sh.helm.waves.namespace,
 		Name: rollout.StoreName(gvk, o.Shard.Name)}
+	gate.Store = store
 	gate.Metrics = sh.helm.waves.metrics
 	gate.Recorder = recorder
 	gate.Fleet = func(ctx context.Context) ([]client.Object, error) {
@@ -78,7 +83,43 @@ func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared
 	}
 	gate.Wake = func(key types.NamespacedName) { sh.queues.Add(gvk, key) }
 	gate.Nudge = st.Nudge
-	return gate, mgr.Add(gate)
+	if err := mgr.Add(gate); err != nil {
+		return nil, err
+	}
+	state, err := caches.New(mgr, map[string]cache.Config{store.Namespace: {}}, caches.RolloutState(store.Name))
+	if err != nil {
+		return nil, err
+	}
+	return gate, mgr.Add(resumeWatch{cache: state, gate: gate})
+}
+
+// resumeWatch hands a gate the resume requests an administrator writes on its state ConfigMap
+// (rollout.ResumeAnnotation).
+type resumeWatch struct {
+	cache cache.Cache
+	gate  *rollout.Gate
+}
+
+// Start implements manager.Runnable; it runs on the leader only, with the gate.
+func (r resumeWatch) Start(ctx context.Context) error {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	inf, err := r.cache.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	request := func(o any) {
+		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			r.gate.RequestResume(m.Annotations[rollout.ResumeAnnotation])
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: request, UpdateFunc: func(_, o any) { request(o) },
+	}); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
 }
 
 // waveGate is gate as the action-client stack takes it: nil when there is none.

@@ -45,6 +45,9 @@ const (
 	// ReasonRolloutHalted: a rollout of a new chart stopped past its failure budget (the
 	// Event on each failed release, the reason of RolloutHeld).
 	ReasonRolloutHalted = "RolloutHalted"
+	// ReasonRolloutResumed: an administrator resumed a halted rollout (the Event on each
+	// release admitted again).
+	ReasonRolloutResumed = "RolloutResumed"
 )
 
 // Event reasons of what stops a reconcile before any Helm action.

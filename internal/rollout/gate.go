@@ -46,6 +46,10 @@ type Gate struct {
 	lastPoll  time.Time
 	pollEvery time.Duration
 	kick      chan struct{}
+	// resumeRequest is the last value of ResumeAnnotation seen on the state's ConfigMap.
+	resumeRequest string
+	// unsaved are the releases admitted by a step whose save failed: not woken yet.
+	unsaved []types.NamespacedName
 }
 
 // pollInterval is how often the health of the releases in a wave is read while any is
@@ -158,7 +162,8 @@ func (g *Gate) Held(key types.NamespacedName) (string, bool) {
 		return "", false
 	}
 	return fmt.Sprintf("this release stays on the chart it has: the rollout of chart %.12s %s; a new chart restarts "+
-		"the rollout, the annotation %s=true upgrades this resource regardless", g.Target, g.state.Halted, UpgradeNowAnnotation), true
+		"the rollout, an administrator resumes it (the annotation %s on its state ConfigMap), the annotation %s=true "+
+		"upgrades this resource regardless", g.Target, g.state.Halted, ResumeAnnotation, UpgradeNowAnnotation), true
 }
 
 // Forget drops what the gate remembers of a resource gone.
@@ -263,6 +268,7 @@ func (g *Gate) step(ctx context.Context) error {
 	if g.seen != nil && now.Sub(g.started) > g.Settings.Timeout {
 		g.seen = nil // the first wave no longer waits for the fleet to be seen
 	}
+	resumed, resumeHandled := g.resume(now)
 	g.judge(verdicts, now)
 	halted := g.haltPastBudget()
 	var admitted []types.NamespacedName
@@ -272,8 +278,13 @@ func (g *Gate) step(ctx context.Context) error {
 			return err
 		}
 	}
+	// Releases admitted (or admitted again) by a step whose save failed are woken by the
+	// step that saves them.
+	wake := append(g.unsaved, admitted...)
+	wake = append(wake, resumed...)
+	g.unsaved = nil
 	var st State
-	dirty := g.dirty && (len(admitted) > 0 || len(halted) > 0 || poll)
+	dirty := g.dirty && (len(wake) > 0 || len(halted) > 0 || resumeHandled || poll)
 	if dirty {
 		st = g.snapshot()
 	}
@@ -290,18 +301,60 @@ func (g *Gate) step(ctx context.Context) error {
 		if err := g.Store.Save(ctx, st); err != nil {
 			g.mu.Lock()
 			g.dirty = true
+			g.unsaved = append(g.unsaved, wake...)
 			g.mu.Unlock()
 			return err
 		}
 	}
 	// Only once the wave is saved may its releases upgrade: a restart then knows them.
-	for _, key := range admitted {
+	for _, key := range wake {
 		g.Wake(key)
 	}
 	if len(halted) > 0 {
 		g.reportHalt(ctx, st, halted, held)
 	}
+	if len(resumed) > 0 {
+		g.reportResume(ctx, st, resumed, held)
+	}
 	return nil
+}
+
+// RequestResume takes the value of ResumeAnnotation on the rollout's state ConfigMap; the next
+// step acts on it if it is new.
+func (g *Gate) RequestResume(request string) {
+	g.mu.Lock()
+	changed := request != g.resumeRequest
+	g.resumeRequest = request
+	g.mu.Unlock()
+	if changed {
+		g.wakeRunner()
+	}
+}
+
+// resume acts on a new resume request: a halted rollout runs again, its failed releases
+// admitted again (into the waves they were in) with a fresh timeout, so that the failure budget
+// counts anew; it returns them, and whether there was a request to handle (its handling is
+// saved at once). A request that finds the rollout running is only recorded as handled: it was
+// meant for a halt that is over.
+func (g *Gate) resume(now time.Time) (again []types.NamespacedName, handled bool) {
+	if g.resumeRequest == "" || g.resumeRequest == g.state.Resumed {
+		return nil, false
+	}
+	g.state.Resumed = g.resumeRequest
+	g.dirty = true
+	if g.state.Halted == "" {
+		return nil, true
+	}
+	g.state.Halted = ""
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseFailed {
+			m.Phase, m.Since, m.Message = PhaseAdmitted, metav1.NewTime(now), ""
+			g.state.Members[k] = m
+			again = append(again, keyOf(k))
+		}
+	}
+	sort.Slice(again, func(i, j int) bool { return memberKey(again[i]) < memberKey(again[j]) })
+	return again, true
 }
 
 // readHealth reads, when pollEvery has passed (poll), whether each upgraded release is Ready:
@@ -473,20 +526,47 @@ func (g *Gate) snapshot() State {
 // reportHalt records a Warning Event on each failed release's resource and has every held
 // resource's status say why it waits.
 func (g *Gate) reportHalt(ctx context.Context, st State, failed []string, held []types.NamespacedName) {
-	fleet, err := g.Fleet(ctx)
-	if err != nil {
-		logf.FromContext(ctx).Error(err, "cannot list the fleet to report the halted rollout")
-	}
-	byKey := map[string]client.Object{}
-	for _, o := range fleet {
-		byKey[memberKey(client.ObjectKeyFromObject(o))] = o
-	}
+	fleet := g.fleetByKey(ctx)
 	for _, k := range failed {
-		if o := byKey[k]; o != nil && g.Recorder != nil {
+		if o := fleet[keyOf(k)]; o != nil && g.Recorder != nil {
 			g.Recorder.Eventf(o, corev1.EventTypeWarning, names.ReasonRolloutHalted, "the rollout of chart %.12s %s", st.Target, st.Halted)
 		}
 	}
 	logf.FromContext(ctx).Info("rollout halted", "kind", g.Kind, "why", st.Halted, "held", len(held))
+	g.nudgeWaiting(st, held)
+}
+
+// reportResume records a Normal Event on each release admitted again and has every resource
+// that the halt held write its status again: its RolloutHeld condition goes.
+func (g *Gate) reportResume(ctx context.Context, st State, again, held []types.NamespacedName) {
+	fleet := g.fleetByKey(ctx)
+	for _, k := range again {
+		if o := fleet[k]; o != nil && g.Recorder != nil {
+			g.Recorder.Eventf(o, corev1.EventTypeNormal, names.ReasonRolloutResumed,
+				"the rollout of chart %.12s resumed on request %q: this release is admitted again", st.Target, st.Resumed)
+		}
+	}
+	logf.FromContext(ctx).Info("rollout resumed", "kind", g.Kind, "request", st.Resumed, "admitted again", len(again))
+	g.nudgeWaiting(st, held)
+}
+
+// fleetByKey is the fleet's resources by key, for the Events of a report; a failure to list
+// them loses only the Events.
+func (g *Gate) fleetByKey(ctx context.Context) map[types.NamespacedName]client.Object {
+	fleet, err := g.Fleet(ctx)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "cannot list the fleet to report on the rollout", "kind", g.Kind)
+	}
+	byKey := make(map[types.NamespacedName]client.Object, len(fleet))
+	for _, o := range fleet {
+		byKey[client.ObjectKeyFromObject(o)] = o
+	}
+	return byKey
+}
+
+// nudgeWaiting has every resource whose RolloutHeld condition a halt sets or clears (the held
+// ones, and those admitted but not upgraded) write its status again.
+func (g *Gate) nudgeWaiting(st State, held []types.NamespacedName) {
 	for _, key := range held {
 		g.Nudge(key)
 	}

@@ -207,6 +207,103 @@ func TestAFailureBeyondTheBudgetHaltsTheRollout(t *testing.T) {
 	}
 }
 
+func TestAnAdministratorResumesAHaltedRolloutOnce(t *testing.T) {
+	f := newFixture(t, "a", "b", "c")
+	f.gate.Settings.CanarySelector = nil
+	f.gate.Settings.Timeout = time.Minute
+	var nudged []string
+	f.gate.Nudge = func(key types.NamespacedName) { nudged = append(nudged, key.Name) }
+	f.gate.RequestResume("before") // a request left from an earlier halt: handled, no effect
+	for _, n := range []string{"a", "b", "c"} {
+		f.gate.Hold(f.fleet[n], false)
+	}
+	f.step(t)
+	if w := f.wave(); !slices.Equal(w, []string{"a"}) {
+		t.Fatalf("first wave %v, want the canary a", w)
+	}
+	if got := f.store.stored.Resumed; got != "before" {
+		t.Errorf("request handled while running: stored %q, want it recorded as handled", got)
+	}
+	f.gate.Upgraded(f.fleet["a"], nil)
+	f.step(t)
+	m := f.store.stored.Members["ns/a"]
+	m.Since = metav1.NewTime(time.Now().Add(-time.Hour)) // not Ready within the timeout
+	f.gate.state.Members["ns/a"] = m
+	f.step(t)
+	if f.store.stored.Halted == "" {
+		t.Fatal("the rollout did not halt on a's timeout")
+	}
+
+	f.gate.RequestResume("before") // the same request again: not a new one
+	f.step(t)
+	if f.store.stored.Halted == "" {
+		t.Fatal("an old request resumed the rollout")
+	}
+
+	nudged = nil
+	f.gate.RequestResume("2026-12-02T17:00:00Z")
+	f.step(t)
+	st := f.store.stored
+	if st.Halted != "" || st.Resumed != "2026-12-02T17:00:00Z" {
+		t.Fatalf("after the request: halted %q, resumed %q", st.Halted, st.Resumed)
+	}
+	if a := st.Members["ns/a"]; a.Phase != PhaseAdmitted || a.Wave != 0 || time.Since(a.Since.Time) > time.Minute {
+		t.Errorf("a after the resume: %+v, want admitted again to its wave with a fresh timeout", a)
+	}
+	if w := f.wave(); !slices.Equal(w, []string{"a"}) {
+		t.Errorf("woken %v, want the failed a, once the resume is saved", w)
+	}
+	for _, n := range []string{"b", "c"} {
+		if !slices.Contains(nudged, n) {
+			t.Errorf("%s: its RolloutHeld status was not written again (nudged %v)", n, nudged)
+		}
+		if _, held := f.gate.Held(types.NamespacedName{Namespace: "ns", Name: n}); held {
+			t.Errorf("%s still reported held by a halted rollout", n)
+		}
+	}
+	if f.gate.Hold(f.fleet["a"], false) {
+		t.Error("the release admitted again is held")
+	}
+	f.gate.UpToDate(f.fleet["a"]) // it renders the target already: judged by its health again
+	f.ready["a"] = true
+	f.step(t)
+	if w := f.wave(); !slices.Equal(w, []string{"b", "c"}) {
+		t.Errorf("next wave %v, want [b c] once a is Ready", w)
+	}
+}
+
+func TestAFailedSaveWakesItsWaveWithTheNextSave(t *testing.T) {
+	f := newFixture(t, "a")
+	f.gate.Settings.CanarySelector = nil
+	failing := &failingStore{StateStore: f.store, fail: true}
+	f.gate.Store = failing
+	f.gate.Hold(f.fleet["a"], false)
+	if err := f.gate.step(context.Background()); err == nil {
+		t.Fatal("the save failed and the step did not say so")
+	}
+	if w := f.wave(); len(w) != 0 {
+		t.Fatalf("woken %v before the wave was saved", w)
+	}
+	failing.fail = false
+	f.step(t)
+	if w := f.wave(); !slices.Equal(w, []string{"a"}) {
+		t.Errorf("woken %v once saved, want [a]", w)
+	}
+}
+
+// failingStore fails its saves while fail is set.
+type failingStore struct {
+	StateStore
+	fail bool
+}
+
+func (s *failingStore) Save(ctx context.Context, st State) error {
+	if s.fail {
+		return errors.New("apiserver unavailable")
+	}
+	return s.StateStore.Save(ctx, st)
+}
+
 func TestARestartResumesTheWaveAndRestartsItsClock(t *testing.T) {
 	f := newFixture(t, "a", "b")
 	f.gate.Settings.CanarySelector = nil

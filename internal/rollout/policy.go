@@ -24,6 +24,11 @@ const Key = "rollout"
 // before its wave, or while the rollout is halted.
 const UpgradeNowAnnotation = "rollout.myproxy-operator.gateway.example.com/upgrade-now"
 
+// ResumeAnnotation on a rollout's state ConfigMap is an administrator's request to resume the
+// halted rollout on the same chart, once its cause is fixed outside the chart: any value other
+// than the last one handled (a timestamp, say). Tenants cannot write the operator's namespace.
+const ResumeAnnotation = "rollout.myproxy-operator.gateway.example.com/resume"
+
 // Policy is a rollout policy as watches.yaml writes it; unset fields take the operator's
 // defaults (its --rollout-* flags).
 type Policy struct {

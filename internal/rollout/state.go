@@ -37,6 +37,9 @@ type State struct {
 	Members map[string]Member `json:"members,omitempty"`
 	// Halted says why the rollout stopped; empty while it runs.
 	Halted string `json:"halted,omitempty"`
+	// Resumed is the last resume request handled (the value of ResumeAnnotation), so that a
+	// request is acted on once, across restarts, and never taken for a new one by a later halt.
+	Resumed string `json:"resumed,omitempty"`
 }
 
 // Member is one admitted release.

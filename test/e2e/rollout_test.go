@@ -34,7 +34,8 @@ const neverReady = "/kwok-never-ready"
 // names exactly those releases' probe change beforehand; the rollout upgrades the canaries,
 // halts when one stays unready past the timeout, leaves the rest of the fleet on the old chart
 // and says so (a condition on each held MyProxy naming the failed release, an Event, a metric);
-// an administrator's annotation upgrades one regardless; a fixed chart restarts the rollout from
+// an administrator's annotation upgrades one regardless; an administrator's resume on the same
+// chart judges the failed release again and halts again; a fixed chart restarts the rollout from
 // the canaries and takes it to the end, across a SIGKILL of the operator, upgrading no release
 // twice.
 func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
@@ -129,6 +130,30 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 		return v == "2", "chart version " + v
 	})
 	kubectl(t, "annotate", "-n", ns, "myproxy/p3", rollout.UpgradeNowAnnotation+"-")
+
+	// An administrator resumes the rollout on the same chart: p2 is admitted again, judged again
+	// and, still unready, halts it again; no release of a later wave moves.
+	resumedAt := time.Now().Truncate(time.Second)
+	kubectl(t, "annotate", "-n", stateNS, "configmap/"+rollout.StoreName(harness.MyProxyGVK, ""), rollout.ResumeAnnotation+"=first")
+	harness.Eventually(t, 120*time.Second, "the resume request handled", func(context.Context) (bool, string) {
+		st := rolloutState(t, c, stateNS)
+		return st.Resumed == "first", fmt.Sprintf("resumed %q", st.Resumed)
+	})
+	harness.Eventually(t, 60*time.Second, "a "+names.ReasonRolloutResumed+" Event on p2", func(context.Context) (bool, string) {
+		out := kubectl(t, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=p2,reason="+names.ReasonRolloutResumed, "-o", "name")
+		return strings.TrimSpace(out) != "", "none"
+	})
+	harness.Eventually(t, 180*time.Second, "the rollout halted again by p2", func(context.Context) (bool, string) {
+		st := rolloutState(t, c, stateNS)
+		m := st.Members[ns+"/p2"]
+		return st.Halted != "" && m.Phase == rollout.PhaseFailed && !m.Since.Time.Before(resumedAt),
+			fmt.Sprintf("halted %q, p2 %s since %s", st.Halted, m.Phase, m.Since)
+	})
+	for _, name := range fleet[3:] {
+		if got := chartVersion(t, c, ns, name); got != "" {
+			t.Errorf("%s: chart version %q after the resumed rollout halted again, want the old chart", name, got)
+		}
+	}
 	op.Stop(t)
 
 	// Chart 3, the fix: the rollout starts again from the canaries. The operator is killed once
