@@ -26,7 +26,8 @@ const UpgradeNowAnnotation = "rollout.myproxy-operator.gateway.example.com/upgra
 
 // ResumeAnnotation on a rollout's state ConfigMap is an administrator's request to resume the
 // halted rollout on the same chart, once its cause is fixed outside the chart: any value other
-// than the last one handled (a timestamp, say). Tenants cannot write the operator's namespace.
+// than the last one handled (a timestamp, say). Only who may write ConfigMaps in the state's
+// namespace (the operator's, unless an administrator named another) can make one.
 const ResumeAnnotation = "rollout.myproxy-operator.gateway.example.com/resume"
 
 // Policy is a rollout policy as watches.yaml writes it; unset fields take the operator's
