@@ -91,6 +91,17 @@ func (c *wavedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals ma
 	return rel, err
 }
 
+// Install tells the gate that the resource is decided, whatever the outcome: an install renders
+// the chart at hand, so there is nothing for a rollout to hold back. The first wave waits until
+// every resource of the fleet has been decided since the start; without this, a resource that
+// was installed since and not reconciled again would hold it back until the rollout's timeout.
+func (c *wavedClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any,
+	opts ...helmclient.InstallOption) (*release.Release, error) {
+	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	c.gate.UpToDate(c.obj)
+	return rel, err
+}
+
 // valuesDiffer reports whether two sets of values differ, as JSON (a release's values are
 // read back from JSON, where every number is a float).
 func valuesDiffer(deployed, next map[string]any) bool {

@@ -99,3 +99,17 @@ func TestWavedAnswersAHeldCheckWithTheDeployedRelease(t *testing.T) {
 		t.Errorf("a check that renders the deployed manifest: err %v, UpToDate told %d times, want twice", err, gate.upToDate)
 	}
 }
+
+// An install decides its resource for the gate: the first wave waits for every resource of the
+// fleet to be decided, and one installed since the start may not be reconciled again.
+func TestWavedTellsTheGateAnInstallIsUpToDate(t *testing.T) {
+	gate := &gateCalls{}
+	ac := wavedOver(t, &recordingClient{}, gate)
+	if _, err := ac.Install("p", "ns", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if gate.upToDate != 1 || len(gate.asked) != 0 || gate.upgraded != 0 {
+		t.Errorf("after an install the gate was told: UpToDate %d, Hold %d, Upgraded %d; want UpToDate once only",
+			gate.upToDate, len(gate.asked), gate.upgraded)
+	}
+}

@@ -273,6 +273,15 @@ func TestShardsDivideTheFleet(t *testing.T) {
 	}
 	shardOf[moved] = "shard-b"
 	waitFleet(t, c, ns, shardingProxies, handedOver)
+	// b relabels the objects at once (drift correction) and upgrades the release once its rollout
+	// gate lets it: the upgrade is what to wait for.
+	harness.Eventually(t, timeout, "the moved MyProxy's release upgraded by b", func(ctx context.Context) (bool, string) {
+		got, err := latestRevision(ctx, c, ns, moved)
+		if err != nil {
+			return false, err.Error()
+		}
+		return got > revision, fmt.Sprintf("revision %d", got)
+	})
 	after := &appsv1.Deployment{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: moved}, after); err != nil {
 		t.Fatal(err)
