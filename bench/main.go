@@ -52,6 +52,15 @@ import (
 	"time"
 )
 
+// The names SUBJECTS gives the subjects that are not peers (peers: subjects.go), and every
+// name it knows, in the default order.
+const (
+	keyLimit = "limit"
+	keyOurs  = "myproxy-operator"
+)
+
+var subjectKeys = []string{keyLimit, keyOurs, "helm-operator", "helm-operator-tuned", "helm-operator-plugins"}
+
 const (
 	subjectLimit = "client-go limit"
 	subjectOurs  = "myproxy-operator"
@@ -106,7 +115,7 @@ func loadSettings() (settings, error) {
 	}
 	s := settings{root: root, n: envInt("N", 1000), samples: envInt("SAMPLES", 20), stockSamples: envInt("STOCK_SAMPLES", 5), workers: envInt("WORKERS", 8),
 		unrelated: envInt("UNRELATED", 5000), idle: 5 * time.Minute, portBase: envInt("BENCH_PORT_BASE", 23400),
-		dir: filepath.Join(root, "bin", "bench"), subjects: []string{"limit", "myproxy-operator", "helm-operator", "helm-operator-tuned", "helm-operator-plugins"},
+		dir: filepath.Join(root, "bin", "bench"), subjects: slices.Clone(subjectKeys),
 		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator"),
 		pluginsBin: filepath.Join(root, "bin", "helm-operator-plugins")}
 	s.lookups = envInt("LOOKUPS", s.n/10)
@@ -184,7 +193,7 @@ func run() error {
 		for _, name := range s.subjects {
 			var op operator
 			switch name {
-			case "myproxy-operator":
+			case keyOurs:
 				op = ours(s)
 			case "helm-operator": // at its defaults: tuning does not change what it caches
 				op = stock(s)
@@ -203,7 +212,7 @@ func run() error {
 			}
 		}
 	}
-	if slices.Contains(s.subjects, "myproxy-operator") && s.metricsFilter {
+	if slices.Contains(s.subjects, keyOurs) && s.metricsFilter {
 		if rep.MetricsFilter, err = benchMetricsFilter(ctx, s, c); err != nil {
 			return fmt.Errorf("metrics filter: %w", err)
 		}
@@ -226,9 +235,9 @@ func run() error {
 // asked for, goes into rep.
 func runFleet(ctx context.Context, s settings, c *cluster, name string, rep *report) (fleetResult, error) {
 	switch name {
-	case "limit":
+	case keyLimit:
 		return benchLimit(ctx, s, c)
-	case "myproxy-operator":
+	case keyOurs:
 		res, prof, err := benchOperator(ctx, s, c, ours(s))
 		if prof != nil {
 			rep.Profiles = append(rep.Profiles, *prof)
@@ -237,7 +246,7 @@ func runFleet(ctx context.Context, s settings, c *cluster, name string, rep *rep
 	}
 	peer, ok := peers[name]
 	if !ok {
-		return fleetResult{}, fmt.Errorf("unknown subject %q (limit, myproxy-operator, helm-operator, helm-operator-tuned, helm-operator-plugins)", name)
+		return fleetResult{}, fmt.Errorf("unknown subject %q (%s)", name, strings.Join(subjectKeys, ", "))
 	}
 	res, _, err := benchOperator(ctx, s, c, peer(s))
 	return res, err
@@ -268,9 +277,9 @@ func (r *report) keepFrom(path string, running []string, fleets bool) error {
 	runs := map[string]bool{}
 	for _, name := range running {
 		switch name {
-		case "limit":
+		case keyLimit:
 			runs[subjectLimit] = true
-		case "myproxy-operator":
+		case keyOurs:
 			runs[subjectOurs] = true
 		default:
 			if peer, ok := peers[name]; ok {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -280,8 +281,7 @@ func (g *Gate) step(ctx context.Context) error {
 	}
 	// Releases admitted (or admitted again) by a step whose save failed are woken by the
 	// step that saves them.
-	wake := append(g.unsaved, admitted...)
-	wake = append(wake, resumed...)
+	wake := slices.Concat(g.unsaved, admitted, resumed)
 	g.unsaved = nil
 	var st State
 	dirty := g.dirty && (len(wake) > 0 || len(halted) > 0 || resumeHandled || poll)
