@@ -235,6 +235,7 @@ tools: $(HELM) $(KUSTOMIZE) $(GOLANGCI_LINT) $(PROMTOOL) ## Build helm, kustomiz
 
 $(HELM) $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(PROGRESS) "helm and kustomize" 3m go build -o $(BIN)/ helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5
+	@touch $(HELM) $(KUSTOMIZE)
 
 $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
 	cd hack/tools/golangci-lint && $(PROGRESS) golangci-lint 8m go build -o $(BIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
@@ -244,7 +245,6 @@ $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.su
 # are most of its build.
 $(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
 	cd hack/tools/promtool && $(PROGRESS) promtool 4m go build -tags remove_all_sd -o $(BIN)/ github.com/prometheus/prometheus/cmd/promtool
-	@touch $(HELM) $(KUSTOMIZE)
 
 .PHONY: olm-tools
 olm-tools: $(OPERATOR_SDK) $(OPM) ## Build operator-sdk and opm from hack/tools/operator-sdk/go.mod into bin/.
