@@ -35,9 +35,9 @@ const neverReady = "/kwok-never-ready"
 // halts when one stays unready past the timeout, leaves the rest of the fleet on the old chart
 // and says so (a condition on each held MyProxy naming the failed release, an Event, a metric);
 // an administrator's annotation upgrades one regardless; an administrator's resume on the same
-// chart judges the failed release again and halts again; a fixed chart restarts the rollout from
-// the canaries and takes it to the end, across a SIGKILL of the operator, upgrading no release
-// twice.
+// chart (not a tenant's look-alike in the fleet's namespace) judges the failed release again and
+// halts again; a fixed chart restarts the rollout from the canaries and takes it to the end,
+// across a SIGKILL of the operator, upgrading no release twice.
 func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	installCRD(t)
 	ctx := context.Background()
@@ -131,6 +131,15 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	})
 	kubectl(t, "annotate", "-n", ns, "myproxy/p3", rollout.UpgradeNowAnnotation+"-")
 
+	// A tenant, who may edit anything in the fleet's namespace, asks for a resume the only way
+	// their rights allow: a ConfigMap of the state's name in their own namespace. Only the state
+	// namespace's ConfigMap is read, so the request below is the one resume handled.
+	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
+	waitCanI(t, "tenant", "create", "configmaps", ns, "yes")
+	waitCanI(t, "tenant", "patch", "configmaps", stateNS, "no")
+	kubectl(t, "--as", "tenant", "create", "configmap", "-n", ns, rollout.StoreName(harness.MyProxyGVK, ""))
+	kubectl(t, "--as", "tenant", "annotate", "-n", ns, "configmap/"+rollout.StoreName(harness.MyProxyGVK, ""), rollout.ResumeAnnotation+"=tenant")
+
 	// An administrator resumes the rollout on the same chart: p2 is admitted again, judged again
 	// and, still unready, halts it again; no release of a later wave moves.
 	resumedAt := time.Now().Truncate(time.Second)
@@ -153,6 +162,11 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 		if got := chartVersion(t, c, ns, name); got != "" {
 			t.Errorf("%s: chart version %q after the resumed rollout halted again, want the old chart", name, got)
 		}
+	}
+	resumes := kubectl(t, "get", "events", "-n", ns, "--field-selector", "reason="+names.ReasonRolloutResumed,
+		"-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}")
+	if strings.Contains(resumes, `"tenant"`) || !strings.Contains(resumes, `"first"`) {
+		t.Errorf("the resumes handled, by their Events: %q; want the administrator's alone", resumes)
 	}
 	op.Stop(t)
 
