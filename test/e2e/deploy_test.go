@@ -168,12 +168,12 @@ var hostileProxies = map[string]string{
 // appears in kube-system.
 func tenantStaysInTheNamespace(t *testing.T, ns string) {
 	t.Helper()
-	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
-	waitCanI(t, "tenant", "create", "myproxies.gateway.example.com", ns, "yes")
+	bindTenant(t, ns)
+	waitCanI(t, tenantUser, "create", "myproxies.gateway.example.com", ns, "yes")
 	for name, header := range hostileProxies {
 		manifest := "apiVersion: gateway.example.com/v1alpha1\nkind: MyProxy\nmetadata:\n  name: " + name +
 			"\nspec:\n  routes:\n  - path: /a/\n    upstream: http://a\n    setHeaders:\n      " + header + ": v\n"
-		out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "--as", "tenant", "apply", "-n", ns,
+		out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "--as", tenantUser, "apply", "-n", ns,
 			"-f", harness.WriteTemp(t, name+"-*.yaml", []byte(manifest)))
 		if err == nil {
 			t.Errorf("%s: accepted by kubectl apply:\n%s", name, out)
@@ -183,7 +183,7 @@ func tenantStaysInTheNamespace(t *testing.T, ns string) {
 	}
 	literal := "apiVersion: gateway.example.com/v1alpha1\nkind: MyProxy\nmetadata:\n  name: dollar\nspec:\n" +
 		"  routes:\n  - path: /a/\n    upstream: http://a\n    setHeaders: {X-Price: \"$5 or $remote_addr\"}\n"
-	kubectl(t, "--as", "tenant", "apply", "-n", ns, "-f", harness.WriteTemp(t, "dollar-*.yaml", []byte(literal)))
+	kubectl(t, "--as", tenantUser, "apply", "-n", ns, "-f", harness.WriteTemp(t, "dollar-*.yaml", []byte(literal)))
 	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/dollar", "--timeout=120s")
 	conf := kubectl(t, "get", "-n", ns, "configmap/dollar", "-o", "jsonpath={.data.nginx\\.conf}")
 	if !strings.Contains(conf, `proxy_set_header X-Price "${myproxy_dollar}5 or ${myproxy_dollar}remote_addr";`) {
@@ -193,5 +193,5 @@ func tenantStaysInTheNamespace(t *testing.T, ns string) {
 		t.Errorf("a Deployment appeared in kube-system: %s", out)
 	}
 	viewerSeesNoManifest(t, ns, "dollar")
-	kubectl(t, "--as", "tenant", "delete", "-n", ns, "myproxy/dollar", "--timeout=120s")
+	kubectl(t, "--as", tenantUser, "delete", "-n", ns, "myproxy/dollar", "--timeout=120s")
 }

@@ -44,6 +44,7 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
 	ns := harness.Namespace(t, c, nil)
 	stateNS := harness.Namespace(t, c, nil)
+	stateName := rollout.StoreName(harness.MyProxyGVK, "")
 	chart := filepath.Join(t.TempDir(), "myproxy")
 	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
 	watches := harness.WriteWatches(t, harness.Watch{Chart: chart,
@@ -134,16 +135,15 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	// A tenant, who may edit anything in the fleet's namespace, asks for a resume the only way
 	// their rights allow: a ConfigMap of the state's name in their own namespace. Only the state
 	// namespace's ConfigMap is read, so the request below is the one resume handled.
-	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
-	waitCanI(t, "tenant", "create", "configmaps", ns, "yes")
-	waitCanI(t, "tenant", "patch", "configmaps", stateNS, "no")
-	kubectl(t, "--as", "tenant", "create", "configmap", "-n", ns, rollout.StoreName(harness.MyProxyGVK, ""))
-	kubectl(t, "--as", "tenant", "annotate", "-n", ns, "configmap/"+rollout.StoreName(harness.MyProxyGVK, ""), rollout.ResumeAnnotation+"=tenant")
+	bindTenant(t, ns)
+	waitCanI(t, tenantUser, "patch", "configmaps", stateNS, "no")
+	kubectl(t, "--as", tenantUser, "create", "configmap", "-n", ns, stateName)
+	kubectl(t, "--as", tenantUser, "annotate", "-n", ns, "configmap/"+stateName, rollout.ResumeAnnotation+"=tenant")
 
 	// An administrator resumes the rollout on the same chart: p2 is admitted again, judged again
 	// and, still unready, halts it again; no release of a later wave moves.
 	resumedAt := time.Now().Truncate(time.Second)
-	kubectl(t, "annotate", "-n", stateNS, "configmap/"+rollout.StoreName(harness.MyProxyGVK, ""), rollout.ResumeAnnotation+"=first")
+	kubectl(t, "annotate", "-n", stateNS, "configmap/"+stateName, rollout.ResumeAnnotation+"=first")
 	harness.Eventually(t, 120*time.Second, "the resume request handled", func(context.Context) (bool, string) {
 		st := rolloutState(t, c, stateNS)
 		return st.Resumed == "first", fmt.Sprintf("resumed %q", st.Resumed)

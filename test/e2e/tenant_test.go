@@ -26,6 +26,18 @@ func waitCanI(t *testing.T, user, verb, resource, ns, want string) {
 	})
 }
 
+// tenantUser is the user the tenant scenarios act as (kubectl --as).
+const tenantUser = "tenant"
+
+// bindTenant gives tenantUser the built-in edit role in ns alone, and waits until the apiserver
+// grants it (what edit grants on MyProxies comes from the deployed aggregated roles, so the
+// callers that rely on it wait for that too).
+func bindTenant(t *testing.T, ns string) {
+	t.Helper()
+	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user="+tenantUser)
+	waitCanI(t, tenantUser, "create", "configmaps", ns, "yes")
+}
+
 // tenantAccount is the ServiceAccount the tenant scenario's releases run as.
 const tenantAccount = "myproxy-deployer"
 
@@ -77,7 +89,7 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 	t.Cleanup(func() {
 		_, _ = harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "delete", "namespace", ns, "--wait=false")
 	})
-	kubectl(t, "create", "rolebinding", "tenant-edit", "-n", ns, "--clusterrole=edit", "--user=tenant")
+	bindTenant(t, ns)
 	rules := harness.DeployerRules(t)
 	for i, r := range rules {
 		if slices.Contains(r.Resources, "deployments") {
@@ -85,8 +97,8 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 		}
 	}
 	harness.GrantServiceAccount(t, c, ns, tenantAccount, rules)
-	waitCanI(t, "tenant", "create", "myproxies.gateway.example.com", ns, "yes")
-	kubectl(t, "--as", "tenant", "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
+	waitCanI(t, tenantUser, "create", "myproxies.gateway.example.com", ns, "yes")
+	kubectl(t, "--as", tenantUser, "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
 	name, _, _ := sampleSpec(t)
 	mp := harness.WaitForCondition(t, c, ns, name, "ReleaseFailed", "True", 120*time.Second)
 	_, _, msg := harness.Condition(mp, "ReleaseFailed")
@@ -105,5 +117,5 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 			"-l", "owner=helm,name="+name, "-o", "name")
 		return err == nil && err2 == nil && strings.TrimSpace(out+records) == "", out + records
 	})
-	kubectl(t, "--as", "tenant", "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")
+	kubectl(t, "--as", tenantUser, "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")
 }
