@@ -236,8 +236,12 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, err
 	}
+	var secrets values.SecretReader = mgr.GetAPIReader()
 	if accounts != nil {
 		configs.RunAs(accounts, recorder)
+		if secrets, err = tenant.NewSecretReader(mgr.GetConfig(), account); err != nil {
+			return capabilityReader{}, err
+		}
 	}
 	use, err := renderinputs.AnalyseChart(w.Chart)
 	if err != nil {
@@ -297,7 +301,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithPostHook(applied.PostHook()),
 		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
-			values.Translator{Reader: mgr.GetAPIReader(), Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
+			values.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.watched.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.watched.records, w.GroupVersionKind, sh.own)),

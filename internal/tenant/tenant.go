@@ -1,12 +1,13 @@
-// Package tenant runs a custom resource's Helm actions and template lookups as a ServiceAccount
-// of the custom resource's namespace, named by an administrator (the serviceAccountName key of
-// watches.yaml, or the operator's --default-service-account), so that what a chart may do in a
-// namespace is bounded by the RBAC its tenant was given there, not by the operator's rights.
+// Package tenant runs a custom resource's Helm actions, template lookups and the Secret checks of
+// its chart's kind.yaml as a ServiceAccount of the custom resource's namespace, named by an
+// administrator (the serviceAccountName key of watches.yaml, or the operator's
+// --default-service-account), so that what a chart may do in a namespace is bounded by the RBAC
+// its tenant was given there, not by the operator's rights.
 //
-// Only Helm's object client is impersonated (helm-operator-plugins' ClientRestConfigMapper):
-// the operator keeps its own identity for its caches, discovery, the release records and the
-// custom resources' status, so tenants need no rights over the operator's bookkeeping, and one
-// informer still serves every namespace.
+// Only Helm's object client (helm-operator-plugins' ClientRestConfigMapper) and the checks' reads
+// of Secrets (SecretReader) are impersonated: the operator keeps its own identity for its caches,
+// discovery, the release records and the custom resources' status, so tenants need no rights
+// over the operator's bookkeeping, and one informer still serves every namespace.
 //
 // Impersonating a ServiceAccount does not need it to exist, so its existence is checked first,
 // from a cache of the ServiceAccounts of that name: a missing one fails the reconcile with an
@@ -29,7 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -68,6 +71,36 @@ func Impersonating(name string) func(context.Context, client.Object, *rest.Confi
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: Username(obj.GetNamespace(), name)}
 		return cfg, nil
 	}
+}
+
+// SecretReader reads Secrets as the ServiceAccount of one name of the namespace each Secret is
+// in: the chart-declared checks of a kind whose releases run as that ServiceAccount (package
+// values) then learn of a Secret no more than its releases may.
+type SecretReader struct {
+	rest rest.Interface
+	name string
+}
+
+// NewSecretReader returns the SecretReader of the ServiceAccounts named name, over the
+// operator's REST config cfg (which must be allowed to impersonate them; CheckRights).
+func NewSecretReader(cfg *rest.Config, name string) (*SecretReader, error) {
+	core, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &SecretReader{rest: core.RESTClient(), name: name}, nil
+}
+
+// Get reads the Secret key into obj, which must be a *corev1.Secret. The impersonation is a
+// header of this one request, so one client serves every namespace.
+func (r *SecretReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	secret, ok := obj.(*corev1.Secret)
+	if !ok {
+		return fmt.Errorf("tenant.SecretReader reads Secrets, not %T", obj)
+	}
+	return r.rest.Get().Namespace(key.Namespace).Resource("secrets").Name(key.Name).
+		SetHeader(transport.ImpersonateUserHeader, Username(key.Namespace, r.name)).
+		Do(ctx).Into(secret)
 }
 
 // MissingError is a ServiceAccount a custom resource's releases run as, which does not exist.

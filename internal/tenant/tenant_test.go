@@ -2,11 +2,16 @@ package tenant
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Helm's client acts as the ServiceAccount of the custom resource's own namespace, and the
@@ -26,6 +31,41 @@ func TestImpersonatingActsAsTheNamespacesServiceAccount(t *testing.T) {
 	}
 	if base.Impersonate.UserName != "" || cfg.BearerToken != "operator" {
 		t.Errorf("the operator's config changed (%+v) or the copy lost its credentials", base.Impersonate)
+	}
+}
+
+// A Secret read for a chart's check is one request as the ServiceAccount of the Secret's own
+// namespace, whichever namespace came before.
+func TestSecretReaderReadsAsTheNamespacesServiceAccount(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.Path+" as "+r.Header.Get("Impersonate-User"))
+		secret := corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: "tls"}, Type: corev1.SecretTypeTLS}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(secret)
+	}))
+	defer srv.Close()
+	r, err := NewSecretReader(&rest.Config{Host: srv.URL}, "deployer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"team", "other"} {
+		var secret corev1.Secret
+		if err := r.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tls"}, &secret); err != nil {
+			t.Fatal(err)
+		}
+		if secret.Type != corev1.SecretTypeTLS {
+			t.Errorf("read a Secret of type %q, want the served one", secret.Type)
+		}
+	}
+	want := []string{"/api/v1/namespaces/team/secrets/tls as system:serviceaccount:team:deployer",
+		"/api/v1/namespaces/other/secrets/tls as system:serviceaccount:other:deployer"}
+	if strings.Join(asked, "\n") != strings.Join(want, "\n") {
+		t.Errorf("asked %q, want %q", asked, want)
+	}
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: "x"}, &corev1.ConfigMap{}); err == nil {
+		t.Error("read a ConfigMap: it reads Secrets only")
 	}
 }
 

@@ -28,10 +28,17 @@ import (
 // Its errors name the field; the Helm reconciler puts them in the Irreconcilable condition
 // and retries with backoff.
 type Translator struct {
-	// Reader reads Secrets directly from the apiserver, so the operator caches no Secret data.
-	Reader   client.Reader
+	// Reader reads Secrets directly from the apiserver, so the operator caches no Secret data,
+	// with the identity the kind's releases run as (package tenant), so that a check reads no
+	// more than the release's own lookup of the same Secret may.
+	Reader   SecretReader
 	Recorder record.EventRecorder
 	Checks   []chartapi.Check
+}
+
+// SecretReader reads the Secret a check names: a client.Reader, or tenant.SecretReader.
+type SecretReader interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
 // Translate implements helm-operator-plugins' values.Translator.
