@@ -236,12 +236,12 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, err
 	}
-	var secrets values.SecretReader = mgr.GetAPIReader()
 	if accounts != nil {
 		configs.RunAs(accounts, recorder)
-		if secrets, err = tenant.NewSecretReader(mgr.GetConfig(), account); err != nil {
-			return capabilityReader{}, err
-		}
+	}
+	secrets, err := CheckSecrets(mgr.GetConfig(), mgr.GetAPIReader(), account)
+	if err != nil {
+		return capabilityReader{}, err
 	}
 	use, err := renderinputs.AnalyseChart(w.Chart)
 	if err != nil {
@@ -369,6 +369,17 @@ func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, 
 	configs := helmconfig.New(actionConfigGetter, dc, own, o.Shard.ManagedValue(), w.Reach)
 	actions, err := actionClients(configs)
 	return configs, actions, err
+}
+
+// CheckSecrets is the reader of the Secrets that the chart's checks (kind.yaml) read for
+// releases that run as the ServiceAccount account: as that ServiceAccount, so that a check learns
+// of a Secret no more than the release's own lookup may; direct (the operator's own identity)
+// when account is "".
+func CheckSecrets(cfg *rest.Config, direct values.SecretReader, account string) (values.SecretReader, error) {
+	if account == "" {
+		return direct, nil
+	}
+	return tenant.NewSecretReader(cfg, account)
 }
 
 // actionClients returns the plugins' action client getter twice: failed upgrades roll back

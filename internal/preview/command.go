@@ -26,6 +26,7 @@ import (
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
+	"github.com/example/myproxy-operator/internal/tenant"
 	"github.com/example/myproxy-operator/internal/values"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
@@ -140,17 +141,34 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		if err != nil {
 			return Report{}, err
 		}
+		secrets, err := controller.CheckSecrets(cfg, c, account)
+		if err != nil {
+			return Report{}, err
+		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Chart: w.Chart, OverrideValues: w.OverrideValues,
-			Translate: annotations.CheckedTranslator(values.Translator{Reader: c, Recorder: silent, Checks: declaration.Kind.Checks},
+			Translate: annotations.CheckedTranslator(values.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks},
 				silent, o.MinReconcilePeriod).Translate,
-			Actions: actions.Unforced, DryRunOption: w.DryRunOption})
+			Actions: actions.Unforced, DryRunOption: w.DryRunOption, Account: account})
 	}
 	var namespaces []string
 	for ns := range options.WatchNamespacesFromEnv() {
 		namespaces = append(namespaces, ns)
 	}
 	slices.Sort(namespaces)
-	return Previewer{Reader: c, Writer: client.NewDryRunClient(c), Mapper: mapper, Namespaces: namespaces, Diff: diff}.Run(ctx, kinds)
+	writers := map[string]client.Writer{} // by user: one connection per namespace and ServiceAccount
+	as := func(namespace, account string) (client.Writer, error) {
+		user := tenant.Username(namespace, account)
+		if w, ok := writers[user]; ok {
+			return w, nil
+		}
+		c, err := client.New(tenant.As(cfg, namespace, account), client.Options{Scheme: scheme, Mapper: mapper})
+		if err != nil {
+			return nil, err
+		}
+		writers[user] = client.NewDryRunClient(c)
+		return writers[user], nil
+	}
+	return Previewer{Reader: c, Writer: client.NewDryRunClient(c), As: as, Mapper: mapper, Namespaces: namespaces, Diff: diff}.Run(ctx, kinds)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -101,13 +101,20 @@ type Kind struct {
 	Actions helmclient.ActionClientGetter
 	// DryRunOption is Helm's dry-run mode of the upgrade check ("" is the reconciler's, server).
 	DryRunOption string
+	// Account is the ServiceAccount the kind's releases run as in each custom resource's
+	// namespace ("": the operator's identity); the dry runs of their objects are sent as it.
+	Account string
 }
 
 // Previewer previews the releases of custom resources, reading through Reader and dry-running
-// through Writer (every write it sends carries the dry-run option).
+// through Writer, or through As for a kind that runs as a ServiceAccount (every write it sends
+// carries the dry-run option).
 type Previewer struct {
 	Reader client.Reader
 	Writer client.Writer
+	// As gives the writer that acts as the ServiceAccount account of namespace, so that a dry
+	// run is authorised as the release's own write would be.
+	As     func(namespace, account string) (client.Writer, error)
 	Mapper meta.RESTMapper
 	// Namespaces limits the custom resources previewed (nil: all).
 	Namespaces []string
@@ -170,6 +177,12 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	if err != nil {
 		return refused(fmt.Errorf("values: %w", err))
 	}
+	w := p.Writer
+	if k.Account != "" {
+		if w, err = p.As(cr.GetNamespace(), k.Account); err != nil {
+			return refused(fmt.Errorf("acting as ServiceAccount %s/%s: %w", cr.GetNamespace(), k.Account, err))
+		}
+	}
 	ac, err := k.Actions.ActionClientFor(ctx, cr)
 	if err != nil {
 		return refused(fmt.Errorf("helm: %w", err))
@@ -220,7 +233,7 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	}
 	slices.Sort(keys)
 	for _, key := range keys {
-		obj := p.object(ctx, before[key], after[key])
+		obj := p.object(ctx, w, before[key], after[key])
 		if obj == nil {
 			continue
 		}
@@ -264,8 +277,8 @@ func (p Previewer) values(ctx context.Context, k Kind, cr *unstructured.Unstruct
 }
 
 // object compares one object of the release before and after (either may be nil) and dry-runs
-// the change; nil when it does not change.
-func (p Previewer) object(ctx context.Context, before, after *unstructured.Unstructured) *Object {
+// the change through w; nil when it does not change.
+func (p Previewer) object(ctx context.Context, w client.Writer, before, after *unstructured.Unstructured) *Object {
 	subject := after
 	change := "changed"
 	switch {
@@ -281,7 +294,7 @@ func (p Previewer) object(ctx context.Context, before, after *unstructured.Unstr
 	if p.Diff && before != nil && after != nil {
 		o.Diff = cmp.Diff(before.Object, after.Object)
 	}
-	if err := p.dryRun(ctx, change, subject); err != nil {
+	if err := dryRun(ctx, w, change, subject); err != nil {
 		o.Refused = err.Error()
 	}
 	return o
@@ -290,20 +303,20 @@ func (p Previewer) object(ctx context.Context, before, after *unstructured.Unstr
 // dryRun asks the apiserver what it would make of the change, without storing anything: a
 // server-side apply of the new object (the apiserver validates the object it would store,
 // immutable fields and admission included), a create of a new one, a delete of a removed one.
-func (p Previewer) dryRun(ctx context.Context, change string, obj *unstructured.Unstructured) error {
+func dryRun(ctx context.Context, w client.Writer, change string, obj *unstructured.Unstructured) error {
 	obj = obj.DeepCopy()
 	switch change {
 	case "deleted":
-		return client.IgnoreNotFound(p.Writer.Delete(ctx, obj, client.DryRunAll))
+		return client.IgnoreNotFound(w.Delete(ctx, obj, client.DryRunAll))
 	case "created":
 		// An object that exists already (a release record lost, or adopted) is applied over.
-		if err := p.Writer.Create(ctx, obj, client.DryRunAll); !apierrors.IsAlreadyExists(err) {
+		if err := w.Create(ctx, obj, client.DryRunAll); !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return p.Writer.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(fieldOwner))
+	return w.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(fieldOwner))
 }
 
 // isImmutable tells an apiserver refusal of a change to an immutable field.

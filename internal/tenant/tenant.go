@@ -67,10 +67,15 @@ func Username(namespace, name string) string {
 // adds the ServiceAccount's groups (system:serviceaccounts and that of its namespace).
 func Impersonating(name string) func(context.Context, client.Object, *rest.Config) (*rest.Config, error) {
 	return func(_ context.Context, obj client.Object, base *rest.Config) (*rest.Config, error) {
-		cfg := rest.CopyConfig(base)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: Username(obj.GetNamespace(), name)}
-		return cfg, nil
+		return As(base, obj.GetNamespace(), name), nil
 	}
+}
+
+// As is base acting as the ServiceAccount name of namespace.
+func As(base *rest.Config, namespace, name string) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: Username(namespace, name)}
+	return cfg
 }
 
 // SecretReader reads Secrets as the ServiceAccount of one name of the namespace each Secret is

@@ -11,7 +11,13 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/example/myproxy-operator/internal/preview"
+	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -80,20 +86,7 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 
 	run := func(args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(operatorBin, append([]string{preview.Name, "--watches-file=" + watches}, args...)...)
-		cmd.Dir = harness.RepoRoot()
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+env.PreviewKubeconfig, "WATCH_NAMESPACE="+ns)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatal(err)
-		}
-		if stderr.Len() > 0 {
-			t.Logf("preview %v said on stderr:\n%s", args, stderr.String())
-		}
-		return string(out), cmd.ProcessState.ExitCode()
+		return runPreview(t, watches, ns, args...)
 	}
 
 	// The chart that runs: every release unchanged, nothing fails.
@@ -146,6 +139,94 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 	for name := range fleet {
 		if secrets, err := releaseSecrets(ctx, c, ns, name); err != nil || len(secrets) != 1 {
 			t.Errorf("%s: %d release records (err %v) after the previews, want its one revision", name, len(secrets), err)
+		}
+	}
+}
+
+// runPreview runs `myproxy-operator preview` as the preview user over the custom resources of
+// namespaces (comma-separated) and returns its output and exit status.
+func runPreview(t *testing.T, watches, namespaces string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(operatorBin, append([]string{preview.Name, "--watches-file=" + watches}, args...)...)
+	cmd.Dir = harness.RepoRoot()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.PreviewKubeconfig, "WATCH_NAMESPACE="+namespaces)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("preview %v said on stderr:\n%s", args, stderr.String())
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// A kind whose releases run as a ServiceAccount is previewed as that ServiceAccount: the chart's
+// checks read Secrets as it and the objects are dry-run as it, so the preview refuses what the
+// operator's own install or upgrade would be refused, where the preview user's rights (any)
+// would let it pass.
+func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	const account = "deployer"
+	watches := harness.WriteWatches(t, harness.Watch{Extra: tenant.Key + ": " + account})
+	// narrow's ServiceAccount may not create Deployments nor read Secrets; broad's has the
+	// generated deployer role.
+	narrow, broad := harness.Namespace(t, c, nil), harness.Namespace(t, c, nil)
+	harness.GrantServiceAccount(t, c, narrow, account, append(deployerRules(t, without("deployments", "secrets")), rbacv1.PolicyRule{
+		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}}))
+	harness.GrantServiceAccount(t, c, broad, account, deployerRules(t, func(rbacv1.PolicyRule) bool { return true }))
+	pair := certs.Valid(t, "edge")
+	secured := map[string]any{"tls": map[string]any{"secretName": "tls"}}
+	for _, ns := range []string{narrow, broad} {
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tls"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: pair.Cert, corev1.TLSPrivateKeyKey: pair.Key}}); err != nil {
+			t.Fatal(err)
+		}
+		for name, spec := range map[string]map[string]any{"plain": {}, "secured": secured} {
+			if err := c.Create(ctx, harness.MyProxy(ns, name, spec)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	out, code := runPreview(t, watches, narrow+","+broad, "-o", "json")
+	if code != preview.ExitSomeFail {
+		t.Errorf("exit status %d, want %d (the narrow namespace's releases would fail)", code, preview.ExitSomeFail)
+	}
+	var rep preview.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	user := tenant.Username(narrow, account)
+	want := map[string]struct {
+		outcome preview.Outcome
+		says    []string // in the release's message and its objects' refusals
+	}{
+		narrow + "/plain":   {preview.Refused, []string{user, `cannot create resource "deployments"`}},
+		narrow + "/secured": {preview.Refused, []string{"spec.tls.secretName", user, `cannot get resource "secrets"`}},
+		broad + "/plain":    {preview.Changed, nil},
+		broad + "/secured":  {preview.Changed, nil},
+	}
+	if len(rep.Releases) != len(want) {
+		t.Fatalf("%d releases previewed, want %d: %+v", len(rep.Releases), len(want), rep.Releases)
+	}
+	for _, rel := range rep.Releases {
+		key := rel.Namespace + "/" + rel.Name
+		w := want[key]
+		said := rel.Message
+		for _, o := range rel.Objects {
+			said += "\n" + o.Refused
+		}
+		if rel.Outcome != w.outcome {
+			t.Errorf("%s: %s, want %s: %s", key, rel.Outcome, w.outcome, said)
+		}
+		for _, s := range w.says {
+			if !strings.Contains(said, s) {
+				t.Errorf("%s: %q does not name %q", key, said, s)
+			}
 		}
 	}
 }
