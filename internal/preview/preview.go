@@ -4,9 +4,9 @@
 // kind.yaml), renders the chart through helm-operator-plugins' own action client as the
 // reconciler's upgrade check does (a dry-run upgrade, with the cluster's capabilities and
 // lookups, the objects labelled and confined as the operator's are), and asks the apiserver for
-// a server-side dry run of every object that would be created, changed or deleted: the
-// apiserver's validation, immutability and admission decide, as they would for the real
-// upgrade.
+// a server-side dry run of every object that would be created, changed or deleted, and of
+// every hook object the install or upgrade would create: the apiserver's validation,
+// immutability and admission decide, as they would for the real upgrade.
 package preview
 
 import (
@@ -60,7 +60,8 @@ type Object struct {
 	Kind      string `json:"kind"` // group/version, Kind
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
-	// Change is created, changed or deleted.
+	// Change is created, changed or deleted; for a hook the install or upgrade would run,
+	// "hook" and its events (hook pre-upgrade).
 	Change string `json:"change"`
 	// Refused is the apiserver's answer to the dry run, when it refused.
 	Refused string `json:"refused,omitempty"`
@@ -249,7 +250,56 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 			rel.Outcome = Changed
 		}
 	}
+	if rel.Outcome != Unchanged {
+		hooks, err := p.hooks(ctx, w, rendered, current == nil)
+		if err != nil {
+			return refused(fmt.Errorf("the new hooks: %w", err))
+		}
+		for _, o := range hooks {
+			rel.Objects = append(rel.Objects, o)
+			if o.Refused != "" {
+				rel.Outcome = Refused
+			}
+		}
+	}
 	return rel
+}
+
+// hooks dry-runs, through w, the creation of each hook object that the install (or upgrade) of
+// rendered runs: Helm creates them as it goes, and one the apiserver refuses fails the action.
+// A hook object left from an earlier run is applied over instead (Helm deletes it first, by the
+// default before-hook-creation policy). Test hooks and those of other actions do not run.
+func (p Previewer) hooks(ctx context.Context, w client.Writer, rendered *release.Release, install bool) ([]Object, error) {
+	runs := []release.HookEvent{release.HookPreUpgrade, release.HookPostUpgrade}
+	if install {
+		runs = []release.HookEvent{release.HookPreInstall, release.HookPostInstall}
+	}
+	var out []Object
+	for _, h := range rendered.Hooks {
+		var events []string
+		for _, e := range h.Events {
+			if slices.Contains(runs, e) {
+				events = append(events, e.String())
+			}
+		}
+		if len(events) == 0 {
+			continue
+		}
+		objs, err := p.objects(h.Manifest, rendered.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("hook %s: %w", h.Path, err)
+		}
+		for _, key := range slices.Sorted(maps.Keys(objs)) {
+			obj := objs[key]
+			o := Object{Kind: obj.GroupVersionKind().GroupVersion().String() + ", " + obj.GetKind(),
+				Namespace: obj.GetNamespace(), Name: obj.GetName(), Change: "hook " + strings.Join(events, ",")}
+			if err := dryRun(ctx, w, "created", obj); err != nil {
+				o.Refused = err.Error()
+			}
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
 // values builds cr's values as helm-operator-plugins' reconciler does: override values into the

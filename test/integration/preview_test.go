@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/preview"
 	"github.com/example/myproxy-operator/internal/tenant"
@@ -139,6 +140,121 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 	for name := range fleet {
 		if secrets, err := releaseSecrets(ctx, c, ns, name); err != nil || len(secrets) != 1 {
 			t.Errorf("%s: %d release records (err %v) after the previews, want its one revision", name, len(secrets), err)
+		}
+	}
+}
+
+// The install or upgrade a preview stands for runs the chart's hooks of that action: the
+// preview dry-runs the creation of each hook object and names it, and a hook object the
+// apiserver refuses fails the release, as it would fail the upgrade. Hooks of other events
+// (a test hook) are left out, as is every hook of a release that would not change.
+func TestPreviewDryRunsTheHooksOfTheUpgrade(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	ns := harness.Namespace(t, c, nil)
+	watches := harness.WriteWatches(t, harness.Watch{})
+	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+ns)
+	fleet := map[string]int64{"fine": 1, "broken": 2, "same": 3}
+	for name, replicas := range fleet {
+		if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": replicas})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range fleet {
+		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
+	}
+	// The new chart changes every release's Pods but those of 3 replicas, and brings a
+	// pre-upgrade hook (whose label the apiserver refuses at 2 replicas) and a test hook that
+	// the apiserver would refuse everywhere.
+	chart := filepath.Join(t.TempDir(), "myproxy")
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
+	deployment := filepath.Join(chart, "templates", "deployment.yaml")
+	raw, err := os.ReadFile(deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(raw), `      annotations:
+`, `      annotations:
+        {{- if ne (int .Values.replicas) 3 }}
+        preview.example.com/new: "yes"
+        {{- end }}
+`, 1)
+	if changed == string(raw) {
+		t.Fatal("the chart's Deployment template changed: the test's edit no longer applies")
+	}
+	hooks := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-migrate
+  annotations:
+    helm.sh/hook: pre-upgrade
+    helm.sh/hook-delete-policy: hook-succeeded
+  {{- if eq (int .Values.replicas) 2 }}
+  labels:
+    broken: "not a label value!"
+  {{- end }}
+data: {}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-smoke
+  annotations:
+    helm.sh/hook: test
+  labels:
+    broken: "not a label value!"
+data: {}
+`
+	for path, content := range map[string]string{deployment: changed, filepath.Join(chart, "templates", "hooks.yaml"): hooks} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, code := runPreview(t, watches, ns, "--chart-dir="+chart, "-o", "json")
+	if code != preview.ExitSomeFail {
+		t.Errorf("exit status %d, want %d (the broken hook fails an upgrade)", code, preview.ExitSomeFail)
+	}
+	var rep preview.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	want := map[string]preview.Outcome{"fine": preview.Changed, "broken": preview.Refused, "same": preview.Unchanged}
+	if len(rep.Releases) != len(want) {
+		t.Fatalf("%d releases previewed, want %d: %+v", len(rep.Releases), len(want), rep.Releases)
+	}
+	for _, rel := range rep.Releases {
+		if rel.Outcome != want[rel.Name] {
+			t.Errorf("%s: %s (%s), want %s: %+v", rel.Name, rel.Outcome, rel.Message, want[rel.Name], rel.Objects)
+		}
+		var hooked []preview.Object
+		for _, o := range rel.Objects {
+			if strings.HasPrefix(o.Change, "hook") {
+				hooked = append(hooked, o)
+			}
+		}
+		if rel.Name == "same" {
+			if len(hooked) != 0 {
+				t.Errorf("same: hooks %+v previewed for a release that would not be upgraded", hooked)
+			}
+			continue
+		}
+		if len(hooked) != 1 || hooked[0].Name != rel.Name+"-migrate" || hooked[0].Change != "hook pre-upgrade" {
+			t.Errorf("%s: hooks %+v, want its pre-upgrade ConfigMap alone", rel.Name, hooked)
+			continue
+		}
+		if refused := hooked[0].Refused; (rel.Name == "broken") != strings.Contains(refused, "not a label value") {
+			t.Errorf("%s: the hook's dry run answered %q", rel.Name, refused)
+		}
+	}
+	// Nothing of the hooks stored.
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		if strings.HasSuffix(cm.Name, "-migrate") || strings.HasSuffix(cm.Name, "-smoke") {
+			t.Errorf("the preview stored hook object %s", cm.Name)
 		}
 	}
 }
