@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -251,7 +252,7 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		}
 	}
 	if rel.Outcome != Unchanged {
-		hooks, err := p.hooks(ctx, w, rendered, current == nil)
+		hooks, err := p.hooks(ctx, w, ac.Config().KubeClient, rendered, current == nil)
 		if err != nil {
 			return refused(fmt.Errorf("the new hooks: %w", err))
 		}
@@ -268,8 +269,10 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 // hooks dry-runs, through w, the creation of each hook object that the install (or upgrade) of
 // rendered runs: Helm creates them as it goes, and one the apiserver refuses fails the action.
 // A hook object left from an earlier run is applied over instead (Helm deletes it first, by the
-// default before-hook-creation policy). Test hooks and those of other actions do not run.
-func (p Previewer) hooks(ctx context.Context, w client.Writer, rendered *release.Release, install bool) ([]Object, error) {
+// default before-hook-creation policy). Test hooks and those of other actions do not run. Each
+// hook is first built by kube, the release's Helm client, which refuses what is outside the
+// release's reach as the operator's does.
+func (p Previewer) hooks(ctx context.Context, w client.Writer, kube kube.Interface, rendered *release.Release, install bool) ([]Object, error) {
 	runs := []release.HookEvent{release.HookPreUpgrade, release.HookPostUpgrade}
 	if install {
 		runs = []release.HookEvent{release.HookPreInstall, release.HookPostInstall}
@@ -289,11 +292,14 @@ func (p Previewer) hooks(ctx context.Context, w client.Writer, rendered *release
 		if err != nil {
 			return nil, fmt.Errorf("hook %s: %w", h.Path, err)
 		}
+		_, refusal := kube.Build(strings.NewReader(h.Manifest), false)
 		for _, key := range slices.Sorted(maps.Keys(objs)) {
 			obj := objs[key]
 			o := Object{Kind: obj.GroupVersionKind().GroupVersion().String() + ", " + obj.GetKind(),
 				Namespace: obj.GetNamespace(), Name: obj.GetName(), Change: "hook " + strings.Join(events, ",")}
-			if err := dryRun(ctx, w, "created", obj); err != nil {
+			if refusal != nil {
+				o.Refused = refusal.Error()
+			} else if err := dryRun(ctx, w, "created", obj); err != nil {
 				o.Refused = err.Error()
 			}
 			out = append(out, o)

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/preview"
 	"github.com/example/myproxy-operator/internal/tenant"
@@ -154,7 +153,7 @@ func TestPreviewDryRunsTheHooksOfTheUpgrade(t *testing.T) {
 	ns := harness.Namespace(t, c, nil)
 	watches := harness.WriteWatches(t, harness.Watch{})
 	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+ns)
-	fleet := map[string]int64{"fine": 1, "broken": 2, "same": 3}
+	fleet := map[string]int64{"fine": 1, "broken": 2, "same": 3, "astray": 4}
 	for name, replicas := range fleet {
 		if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": replicas})); err != nil {
 			t.Fatal(err)
@@ -164,8 +163,8 @@ func TestPreviewDryRunsTheHooksOfTheUpgrade(t *testing.T) {
 		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
 	}
 	// The new chart changes every release's Pods but those of 3 replicas, and brings a
-	// pre-upgrade hook (whose label the apiserver refuses at 2 replicas) and a test hook that
-	// the apiserver would refuse everywhere.
+	// pre-upgrade hook (whose label the apiserver refuses at 2 replicas, and which goes outside
+	// the release's namespace at 4) and a test hook that the apiserver would refuse everywhere.
 	chart := filepath.Join(t.TempDir(), "myproxy")
 	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
 	deployment := filepath.Join(chart, "templates", "deployment.yaml")
@@ -186,6 +185,9 @@ func TestPreviewDryRunsTheHooksOfTheUpgrade(t *testing.T) {
 kind: ConfigMap
 metadata:
   name: {{ .Release.Name }}-migrate
+  {{- if eq (int .Values.replicas) 4 }}
+  namespace: kube-public
+  {{- end }}
   annotations:
     helm.sh/hook: pre-upgrade
     helm.sh/hook-delete-policy: hook-succeeded
@@ -219,7 +221,8 @@ data: {}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
-	want := map[string]preview.Outcome{"fine": preview.Changed, "broken": preview.Refused, "same": preview.Unchanged}
+	want := map[string]preview.Outcome{"fine": preview.Changed, "broken": preview.Refused, "same": preview.Unchanged, "astray": preview.Refused}
+	refusal := map[string]string{"fine": "", "broken": "not a label value", "astray": "outside namespace " + ns}
 	if len(rep.Releases) != len(want) {
 		t.Fatalf("%d releases previewed, want %d: %+v", len(rep.Releases), len(want), rep.Releases)
 	}
@@ -243,13 +246,13 @@ data: {}
 			t.Errorf("%s: hooks %+v, want its pre-upgrade ConfigMap alone", rel.Name, hooked)
 			continue
 		}
-		if refused := hooked[0].Refused; (rel.Name == "broken") != strings.Contains(refused, "not a label value") {
-			t.Errorf("%s: the hook's dry run answered %q", rel.Name, refused)
+		if refused := hooked[0].Refused; (refusal[rel.Name] == "") != (refused == "") || !strings.Contains(refused, refusal[rel.Name]) {
+			t.Errorf("%s: the hook was refused with %q, want %q", rel.Name, refused, refusal[rel.Name])
 		}
 	}
 	// Nothing of the hooks stored.
 	var cms corev1.ConfigMapList
-	if err := c.List(ctx, &cms, client.InNamespace(ns)); err != nil {
+	if err := c.List(ctx, &cms); err != nil {
 		t.Fatal(err)
 	}
 	for _, cm := range cms.Items {
