@@ -64,7 +64,8 @@ type Object struct {
 	// Change is created, changed or deleted; for a hook the install or upgrade would run,
 	// "hook" and its events (hook pre-upgrade).
 	Change string `json:"change"`
-	// Refused is the apiserver's answer to the dry run, when it refused.
+	// Refused says why it would fail: the apiserver's answer to the dry run, or (for a hook)
+	// the release's reach.
 	Refused string `json:"refused,omitempty"`
 	// Diff is the field diff (deployed, then new), when asked for.
 	Diff string `json:"diff,omitempty"`
@@ -270,9 +271,9 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 // rendered runs: Helm creates them as it goes, and one the apiserver refuses fails the action.
 // A hook object left from an earlier run is applied over instead (Helm deletes it first, by the
 // default before-hook-creation policy). Test hooks and those of other actions do not run. Each
-// hook is first built by kube, the release's Helm client, which refuses what is outside the
+// hook is first built by helm, the release's Helm client, which refuses what is outside the
 // release's reach as the operator's does.
-func (p Previewer) hooks(ctx context.Context, w client.Writer, kube kube.Interface, rendered *release.Release, install bool) ([]Object, error) {
+func (p Previewer) hooks(ctx context.Context, w client.Writer, helm kube.Interface, rendered *release.Release, install bool) ([]Object, error) {
 	runs := []release.HookEvent{release.HookPreUpgrade, release.HookPostUpgrade}
 	if install {
 		runs = []release.HookEvent{release.HookPreInstall, release.HookPostInstall}
@@ -292,11 +293,10 @@ func (p Previewer) hooks(ctx context.Context, w client.Writer, kube kube.Interfa
 		if err != nil {
 			return nil, fmt.Errorf("hook %s: %w", h.Path, err)
 		}
-		_, refusal := kube.Build(strings.NewReader(h.Manifest), false)
+		_, refusal := helm.Build(strings.NewReader(h.Manifest), false)
 		for _, key := range slices.Sorted(maps.Keys(objs)) {
 			obj := objs[key]
-			o := Object{Kind: obj.GroupVersionKind().GroupVersion().String() + ", " + obj.GetKind(),
-				Namespace: obj.GetNamespace(), Name: obj.GetName(), Change: "hook " + strings.Join(events, ",")}
+			o := describe(obj, "hook "+strings.Join(events, ","))
 			if refusal != nil {
 				o.Refused = refusal.Error()
 			} else if err := dryRun(ctx, w, "created", obj); err != nil {
@@ -345,15 +345,14 @@ func (p Previewer) object(ctx context.Context, w client.Writer, before, after *u
 	case equal(before, after):
 		return nil
 	}
-	o := &Object{Kind: subject.GroupVersionKind().GroupVersion().String() + ", " + subject.GetKind(),
-		Namespace: subject.GetNamespace(), Name: subject.GetName(), Change: change}
+	o := describe(subject, change)
 	if p.Diff && before != nil && after != nil {
 		o.Diff = cmp.Diff(before.Object, after.Object)
 	}
 	if err := dryRun(ctx, w, change, subject); err != nil {
 		o.Refused = err.Error()
 	}
-	return o
+	return &o
 }
 
 // dryRun asks the apiserver what it would make of the change, without storing anything: a
@@ -373,6 +372,12 @@ func dryRun(ctx context.Context, w client.Writer, change string, obj *unstructur
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
 	return w.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(fieldOwner))
+}
+
+// describe names obj for the report.
+func describe(obj *unstructured.Unstructured, change string) Object {
+	return Object{Kind: obj.GroupVersionKind().GroupVersion().String() + ", " + obj.GetKind(),
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), Change: change}
 }
 
 // isImmutable tells an apiserver refusal of a change to an immutable field.

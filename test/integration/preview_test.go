@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/preview"
 	"github.com/example/myproxy-operator/internal/tenant"
@@ -43,22 +44,13 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 		"replaced": {3, preview.Replaced},
 		"changed":  {4, preview.Changed},
 	}
+	replicas := map[string]int64{}
 	for name, p := range fleet {
-		if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": p.replicas})); err != nil {
-			t.Fatal(err)
-		}
+		replicas[name] = p.replicas
 	}
-	for name := range fleet {
-		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
-	}
-	chart := filepath.Join(t.TempDir(), "myproxy")
-	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
-	deployment := filepath.Join(chart, "templates", "deployment.yaml")
-	raw, err := os.ReadFile(deployment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	broken := strings.Replace(string(raw), `      {{- include "myproxy.selectorLabels" . | nindent 6 }}`,
+	deployFleet(t, c, ns, replicas)
+	chart, deployment, raw := chartCopy(t)
+	broken := strings.Replace(raw, `      {{- include "myproxy.selectorLabels" . | nindent 6 }}`,
 		`      {{- include "myproxy.selectorLabels" . | nindent 6 }}
       {{- if eq (int .Values.replicas) 3 }}
       tier: big
@@ -77,7 +69,7 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
         preview.example.com/new: "yes"
         {{- end }}
 `, 1)
-	if broken == string(raw) || strings.Count(broken, "replicas) ") != 4 {
+	if strings.Count(broken, "replicas) ") != 4 {
 		t.Fatal("the chart's Deployment template changed: the test's edits no longer apply")
 	}
 	if err := os.WriteFile(deployment, []byte(broken), 0o644); err != nil {
@@ -145,40 +137,27 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 
 // The install or upgrade a preview stands for runs the chart's hooks of that action: the
 // preview dry-runs the creation of each hook object and names it, and a hook object the
-// apiserver refuses fails the release, as it would fail the upgrade. Hooks of other events
-// (a test hook) are left out, as is every hook of a release that would not change.
+// apiserver refuses, or one outside the release's reach, fails the release as it would fail the
+// upgrade. Hooks of other events (a test hook) are left out, as is every hook of a release that
+// would not change; nothing of a hook is stored.
 func TestPreviewDryRunsTheHooksOfTheUpgrade(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	ns := harness.Namespace(t, c, nil)
 	watches := harness.WriteWatches(t, harness.Watch{})
 	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+ns)
-	fleet := map[string]int64{"fine": 1, "broken": 2, "same": 3, "astray": 4}
-	for name, replicas := range fleet {
-		if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": replicas})); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name := range fleet {
-		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
-	}
+	deployFleet(t, c, ns, map[string]int64{"fine": 1, "broken": 2, "same": 3, "astray": 4})
 	// The new chart changes every release's Pods but those of 3 replicas, and brings a
 	// pre-upgrade hook (whose label the apiserver refuses at 2 replicas, and which goes outside
 	// the release's namespace at 4) and a test hook that the apiserver would refuse everywhere.
-	chart := filepath.Join(t.TempDir(), "myproxy")
-	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
-	deployment := filepath.Join(chart, "templates", "deployment.yaml")
-	raw, err := os.ReadFile(deployment)
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := strings.Replace(string(raw), `      annotations:
+	chart, deployment, raw := chartCopy(t)
+	changed := strings.Replace(raw, `      annotations:
 `, `      annotations:
         {{- if ne (int .Values.replicas) 3 }}
         preview.example.com/new: "yes"
         {{- end }}
 `, 1)
-	if changed == string(raw) {
+	if changed == raw {
 		t.Fatal("the chart's Deployment template changed: the test's edit no longer applies")
 	}
 	hooks := `apiVersion: v1
@@ -260,6 +239,34 @@ data: {}
 			t.Errorf("the preview stored hook object %s", cm.Name)
 		}
 	}
+}
+
+// deployFleet creates a MyProxy of each name and number of replicas in ns and waits until every
+// one is Deployed.
+func deployFleet(t *testing.T, c client.Client, ns string, replicas map[string]int64) {
+	t.Helper()
+	for name, n := range replicas {
+		if err := c.Create(context.Background(), harness.MyProxy(ns, name, map[string]any{"replicas": n})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name := range replicas {
+		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
+	}
+}
+
+// chartCopy copies the MyProxy chart for a test to change: its directory, the path of its
+// Deployment template and that template's text.
+func chartCopy(t *testing.T) (dir, deployment, text string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "myproxy")
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), dir)
+	deployment = filepath.Join(dir, "templates", "deployment.yaml")
+	raw, err := os.ReadFile(deployment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, deployment, string(raw)
 }
 
 // runPreview runs `myproxy-operator preview` as the preview user over the custom resources of
