@@ -312,9 +312,12 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, spec := range map[string]map[string]any{"plain": {}, "secured": secured} {
-			if err := c.Create(ctx, harness.MyProxy(ns, name, spec)); err != nil {
+			mp := harness.MyProxy(ns, name, spec)
+			if err := c.Create(ctx, mp); err != nil {
 				t.Fatal(err)
 			}
+			// No operator installs them: the next operator over every namespace would.
+			t.Cleanup(func() { _ = c.Delete(context.Background(), mp) })
 		}
 	}
 
