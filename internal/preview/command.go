@@ -161,11 +161,11 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		if w, ok := writers[user]; ok {
 			return w, nil
 		}
-		c, err := client.New(tenant.As(cfg, namespace, account), client.Options{Scheme: scheme, Mapper: mapper})
+		impersonated, err := client.New(tenant.As(cfg, namespace, account), client.Options{Scheme: scheme, Mapper: mapper})
 		if err != nil {
 			return nil, err
 		}
-		writers[user] = client.NewDryRunClient(c)
+		writers[user] = client.NewDryRunClient(impersonated)
 		return writers[user], nil
 	}
 	return Previewer{Reader: c, Writer: client.NewDryRunClient(c), As: as, Mapper: mapper, Namespaces: namespaces, Diff: diff}.Run(ctx, kinds)

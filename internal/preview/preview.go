@@ -182,6 +182,9 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	}
 	w := p.Writer
 	if k.Account != "" {
+		if p.As == nil {
+			return refused(fmt.Errorf("kind %s runs as ServiceAccount %s, and this preview cannot act as one", k.GVK.Kind, k.Account))
+		}
 		if w, err = p.As(cr.GetNamespace(), k.Account); err != nil {
 			return refused(fmt.Errorf("acting as ServiceAccount %s/%s: %w", cr.GetNamespace(), k.Account, err))
 		}
