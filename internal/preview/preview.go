@@ -180,14 +180,9 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	if err != nil {
 		return refused(fmt.Errorf("values: %w", err))
 	}
-	w := p.Writer
-	if k.Account != "" {
-		if p.As == nil {
-			return refused(fmt.Errorf("kind %s runs as ServiceAccount %s, and this preview cannot act as one", k.GVK.Kind, k.Account))
-		}
-		if w, err = p.As(cr.GetNamespace(), k.Account); err != nil {
-			return refused(fmt.Errorf("acting as ServiceAccount %s/%s: %w", cr.GetNamespace(), k.Account, err))
-		}
+	w, err := p.writer(k, cr.GetNamespace())
+	if err != nil {
+		return refused(err)
 	}
 	ac, err := k.Actions.ActionClientFor(ctx, cr)
 	if err != nil {
@@ -268,6 +263,22 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		}
 	}
 	return rel
+}
+
+// writer is what dry-runs the writes of k's release in namespace: Writer, or As its
+// ServiceAccount.
+func (p Previewer) writer(k Kind, namespace string) (client.Writer, error) {
+	if k.Account == "" {
+		return p.Writer, nil
+	}
+	if p.As == nil {
+		return nil, fmt.Errorf("kind %s runs as ServiceAccount %s, and this preview cannot act as one", k.GVK.Kind, k.Account)
+	}
+	w, err := p.As(namespace, k.Account)
+	if err != nil {
+		return nil, fmt.Errorf("acting as ServiceAccount %s/%s: %w", namespace, k.Account, err)
+	}
+	return w, nil
 }
 
 // hooks dry-runs, through w, the creation of each hook object that the install (or upgrade) of
