@@ -37,7 +37,7 @@ func TestKillDuringChanges(t *testing.T) {
 
 	ctx := context.Background()
 	c := harness.NewClient(t, env.Cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := fixture.Namespace(t, c, nil)
 	truth := env.Record(t, ns)
 	args := fixture.LeaderElectionArgs(ns, "chaos")
 	images := []string{"registry.example.com/nginx:1.27.3", "registry.example.com/nginx:1.27.4", "registry.example.com/nginx:1.27.5"}
@@ -199,7 +199,7 @@ func TestRepeatedlyFailingUpgradeStaysBounded(t *testing.T) {
 	c := harness.NewClient(t, env.Cfg)
 	addr := harness.FreeAddr(t)
 	env.StartOperatorWith(t, fmt.Sprintf("--max-release-history=%d", maxHistory), "--metrics-bind-address="+addr)
-	ns := harness.Namespace(t, c, nil)
+	ns := fixture.Namespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}

@@ -74,7 +74,7 @@ func TestCreateDeleteSoakLeavesNoMemory(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, env.Cfg)
 	addr := harness.FreeAddr(t)
-	ns := harness.Namespace(t, c, nil)
+	ns := fixture.Namespace(t, c, nil)
 	// Scoped to the soak's namespace: what other tests left in the shared control plane would
 	// fill the maps while the operator reconciles it.
 	harness.StartOperator(t, env.OperatorBin, env.Kubeconfig, []string{"--watches-file=" + harness.WriteWatches(t, harness.Watch{}),

@@ -34,7 +34,7 @@ func (staleIndex) HasRecords(string, string) (bool, error) { return false, nil }
 func TestAStaleRecordCacheLeavesTheReleaseAlone(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestANewReleaseIsInstalledWithoutListingItsRecords(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestStatusAndScale(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{"replicas": 2})); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestStatusAndScale(t *testing.T) {
 // a message that names the field.
 func TestInvalidMyProxiesAreRefusedByKubectl(t *testing.T) {
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	longName := strings.Repeat("a", 54)
 	cases := []struct {
 		name, spec, want string
@@ -141,7 +141,7 @@ func TestStatusFieldsStayThroughAnUpgrade(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	const name = "steady"
 	if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{"replicas": 1})); err != nil {
 		t.Fatal(err)

@@ -593,7 +593,7 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 	subjects := []corpusSubject{{name: "this operator", constructs: corpus}, {name: "stock helm-operator", stock: true, constructs: corpus}}
 	for i := range subjects {
 		s := &subjects[i]
-		s.c, s.ns = c, harness.Namespace(t, c, nil)
+		s.c, s.ns = c, newNamespace(t, c, nil)
 		if s.stock {
 			startStockOperator(t, watches, s.ns)
 		} else {
@@ -654,7 +654,7 @@ func TestFastPathsAreTheStockPath(t *testing.T) {
 	subjects := []corpusSubject{{name: "fast paths", constructs: all}, {name: "stock paths", constructs: all}}
 	for i := range subjects {
 		s := &subjects[i]
-		s.c, s.ns = c, harness.Namespace(t, c, nil)
+		s.c, s.ns = c, newNamespace(t, c, nil)
 		args := []string{"--watches-file=" + watches}
 		if i == 1 {
 			args = append(args, "--"+options.FastPathsFlag+"=false")

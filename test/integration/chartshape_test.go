@@ -92,7 +92,7 @@ func TestStatusFollowsTheDeclarationWhenTheChartChangesShape(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{Chart: reshapedChart(t)})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{"replicas": 2})); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func releaseKey(name string, version int) string {
 func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	secrets := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns))
 	truth := env.Record(t, ns)
 

@@ -21,7 +21,7 @@ func TestLongestNameAndUnicodeValuesInstall(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	name := "e" + strings.Repeat("x", 51) + "9" // 53 characters: the limit of a Helm release name
 	body := "héllo wörld – 你好 – 🚀\n" + strings.Repeat("ü", 4096-len([]rune("héllo wörld – 你好 – 🚀\n")))
 	spec := map[string]any{
@@ -57,7 +57,7 @@ func TestHugeValueIsRefusedClearlyAndFixable(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	random := make([]byte, 600<<10)
 	_, _ = rand.Read(random)
 	spec := map[string]any{"podAnnotations": map[string]any{"blob": base64.StdEncoding.EncodeToString(random)}} // 800 KiB

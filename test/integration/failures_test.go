@@ -31,7 +31,7 @@ func TestMissingTLSSecretRecoversWhenCreated(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	spec := map[string]any{"tls": map[string]any{"secretName": "edge-cert"}}
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", spec)); err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestInstallErrorThenFix(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	// A deployed release first: its reconcile starts the watches on the chart's kinds, which
 	// also see the objects a failing install creates and rolls back.
 	if err := c.Create(ctx, harness.MyProxy(ns, "healthy", map[string]any{})); err != nil {
@@ -120,7 +120,7 @@ func TestFailingUpgradeKeepsHistoryBounded(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperatorWith(t, fmt.Sprintf("--max-release-history=%d", maxHistory))
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}

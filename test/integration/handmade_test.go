@@ -21,7 +21,7 @@ func TestHandMadeHelmUpgradeAndRollbackAreSetBack(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	helm := harness.Tool(t, "HELM", "helm")
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "hand", map[string]any{"replicas": int64(1)})); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestChartsWithKubeVersionConstraintsInstall(t *testing.T) {
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n" +
 			"  policy: {{ if semverCompare \">=1.25-0\" .Capabilities.KubeVersion.Version }}policy/v1{{ else }}policy/v1beta1{{ end }}\n",
 	})
-	ns := harness.Namespace(t, harness.NewClient(t, cfg), nil)
+	ns := newNamespace(t, harness.NewClient(t, cfg), nil)
 	out := harness.Run(t, []string{"KUBECONFIG=" + kubeconfig}, harness.Tool(t, "HELM", "helm"),
 		"install", "versioned", chart, "-n", ns, "--dry-run=server", "-o", "json")
 	if !strings.Contains(out, "policy/v1\\n") && !strings.Contains(out, "policy: policy/v1\\n") {

@@ -29,7 +29,7 @@ import (
 func TestLeaderElectionHandover(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	leaseID := "myproxy-" + ns
 	args := leaderElectionArgs(ns, leaseID)
 	history := watchLease(t, ns, leaseID)
@@ -135,7 +135,7 @@ var leaderElectionArgs = fixture.LeaderElectionArgs
 func TestFrozenLeaderDoesNotUndoTheNewLeader(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	args := leaderElectionArgs(ns, "myproxy-"+ns)
 	frozen := startElecting(t, args...)
 	harness.Eventually(t, 30*time.Second, "the first replica leads", func(context.Context) (bool, string) {

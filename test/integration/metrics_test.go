@@ -24,7 +24,7 @@ import (
 func TestSecureMetrics(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if out, err := kubectl(t, "apply", "-f", filepath.Join(harness.RepoRoot(), "config", "rbac", "metrics_reader_role.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -22,7 +22,7 @@ import (
 func TestAResourceMovesBetweenTheStockOperatorAndThisOne(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	watches := sdkProject(t, c)
-	s := subject{name: "migration", c: c, t: t, ns: harness.Namespace(t, c, nil)}
+	s := subject{name: "migration", c: c, t: t, ns: newNamespace(t, c, nil)}
 	stock := func() *harness.Operator {
 		return startStockOperator(t, watches, s.ns)
 	}

@@ -18,7 +18,7 @@ func TestEveryMonitoredMetricIsExported(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	addr := harness.FreeAddr(t)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	// A rollout state namespace turns chart rollouts in waves on, and with them their metrics.
 	startOperatorWith(t, "--metrics-bind-address="+addr, "--rollout-state-namespace="+ns)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {

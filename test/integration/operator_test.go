@@ -31,6 +31,7 @@ var (
 	waitDeployment = fixture.WaitDeployment
 	patchSpec      = fixture.PatchSpec
 	releaseSecrets = fixture.ReleaseSecrets
+	newNamespace   = fixture.Namespace
 )
 
 // startOperator starts the operator with a watches file for w and extra environment.
@@ -48,7 +49,7 @@ func TestInstallUpgradeDriftUninstall(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	defaults := harness.ChartValues(t)
 
 	// Install on create.

@@ -181,7 +181,7 @@ func TestStockAnnotationsSideBySide(t *testing.T) {
 	subjects := []subject{{name: "this operator"}, {name: "stock helm-operator", stock: true}}
 	for i := range subjects {
 		s := &subjects[i]
-		s.c, s.ns = c, harness.Namespace(t, c, nil)
+		s.c, s.ns = c, newNamespace(t, c, nil)
 		if s.stock {
 			startStockOperator(t, watches, s.ns)
 		} else {

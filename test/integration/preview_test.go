@@ -30,7 +30,7 @@ import (
 func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	watches := harness.WriteWatches(t, harness.Watch{})
 	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+ns)
 	// The new chart breaks the releases by their replicas: 2 renders a label the apiserver
@@ -143,7 +143,7 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 func TestPreviewDryRunsTheHooksOfTheUpgrade(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	watches := harness.WriteWatches(t, harness.Watch{})
 	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+ns)
 	deployFleet(t, c, ns, map[string]int64{"fine": 1, "broken": 2, "same": 3, "astray": 4})
@@ -300,7 +300,7 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 	watches := harness.WriteWatches(t, harness.Watch{Extra: tenant.Key + ": " + account})
 	// narrow's ServiceAccount may not create Deployments nor read Secrets; broad's has the
 	// generated deployer role.
-	narrow, broad := harness.Namespace(t, c, nil), harness.Namespace(t, c, nil)
+	narrow, broad := newNamespace(t, c, nil), newNamespace(t, c, nil)
 	harness.GrantServiceAccount(t, c, narrow, account, append(deployerRules(t, without("deployments", "secrets")), rbacv1.PolicyRule{
 		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}}))
 	harness.GrantServiceAccount(t, c, broad, account, deployerRules(t, func(rbacv1.PolicyRule) bool { return true }))
@@ -312,12 +312,9 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, spec := range map[string]map[string]any{"plain": {}, "secured": secured} {
-			mp := harness.MyProxy(ns, name, spec)
-			if err := c.Create(ctx, mp); err != nil {
+			if err := c.Create(ctx, harness.MyProxy(ns, name, spec)); err != nil {
 				t.Fatal(err)
 			}
-			// No operator installs them: the next operator over every namespace would.
-			t.Cleanup(func() { _ = c.Delete(context.Background(), mp) })
 		}
 	}
 

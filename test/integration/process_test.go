@@ -71,7 +71,7 @@ func TestSIGTERMLetsAnInstallInFlightFinish(t *testing.T) {
 	}
 	// Its own namespace only: a custom resource another test left uninstalled would wait on the
 	// hook Job too, and past the shutdown's grace period.
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	op := startOperator(t, harness.Watch{Chart: chart}, "WATCH_NAMESPACE="+ns)
 	if err := c.Create(ctx, harness.MyProxy(ns, "slow", map[string]any{})); err != nil {
 		t.Fatal(err)

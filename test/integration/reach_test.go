@@ -85,8 +85,8 @@ func reachChart(t *testing.T, other string) string {
 func TestReleasesStayInTheirNamespace(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
-	other := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
+	other := newNamespace(t, c, nil)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "secret"}, StringData: map[string]string{"k": "v"}}
 	if err := c.Create(ctx, secret); err != nil {
 		t.Fatal(err)
@@ -157,8 +157,8 @@ func TestReleasesStayInTheirNamespace(t *testing.T) {
 func TestAForgedReleaseRecordReachesNothingOutside(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	ns := harness.Namespace(t, c, nil)
-	other := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
+	other := newNamespace(t, c, nil)
 	victim := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "victim"}}
 	if err := c.Create(ctx, victim); err != nil {
 		t.Fatal(err)

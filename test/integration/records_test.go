@@ -29,7 +29,7 @@ func TestDeletedOrCorruptedReleaseRecordIsRestoredOrReported(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}

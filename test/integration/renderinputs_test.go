@@ -134,7 +134,7 @@ func setGreeting(t *testing.T, c client.Client, ns, greeting string) {
 func TestLookupsAndCapabilitiesReachOnlyTheReleasesThatReadThem(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	readerNS, otherNS, plainNS := harness.Namespace(t, c, nil), harness.Namespace(t, c, nil), harness.Namespace(t, c, nil)
+	readerNS, otherNS, plainNS := newNamespace(t, c, nil), newNamespace(t, c, nil), newNamespace(t, c, nil)
 	probing, plain := harness.FreeAddr(t), harness.FreeAddr(t)
 	watches := harness.WriteWatches(t, harness.Watch{Chart: probingChart(t)})
 	startProbing := func() *harness.Operator {

@@ -28,7 +28,7 @@ func TestCertificateRotationReachesTheDataPlane(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "backend") }))
 	t.Cleanup(backend.Close)
 

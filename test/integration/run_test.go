@@ -96,7 +96,7 @@ func gathered(t *testing.T, family string) float64 {
 func TestRunCampaignsAgainAfterLosingTheLease(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	ctx := context.Background()
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	const leaseName = "run-in-process"
 	o := runOptions(t, "--watches-file="+harness.WriteWatches(t, harness.Watch{}),
 		"--leader-elect", "--leader-election-namespace="+ns, "--leader-election-id="+leaseName,

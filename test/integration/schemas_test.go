@@ -56,7 +56,7 @@ func TestWhatOnlyTheWholeSchemaRefusesIsAConditionNamingTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), crd) })
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	volume := func(name string, storage map[string]any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"storage": storage}}}
 		u.SetGroupVersionKind(volumeGVK)

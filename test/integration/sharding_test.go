@@ -193,7 +193,7 @@ func TestShardsDivideTheFleet(t *testing.T) {
 
 	// The unsharded operator over a fleet of its own namespace: its heap once the first release
 	// of each shard label is deployed (every informer exists), and with the whole fleet.
-	nsU := harness.Namespace(t, c, nil)
+	nsU := newNamespace(t, c, nil)
 	unsharded := e.start(t, "unsharded", "WATCH_NAMESPACE="+nsU)
 	createFleet(t, c, nsU, 0, len(users))
 	waitFleet(t, c, nsU, len(users), func(mp *unstructured.Unstructured) (bool, string) { return deployed(mp), "not deployed" })
@@ -206,7 +206,7 @@ func TestShardsDivideTheFleet(t *testing.T) {
 
 	// The same fleet in another namespace, under three shards, each electing its leader on a
 	// Lease of its own.
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	sharded := time.Now()
 	elect := []string{"--shards=a,b", "--leader-elect", "--leader-election-namespace=" + ns,
 		"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"}

@@ -385,7 +385,7 @@ func probeSetup(t *testing.T) (client.Client, string, *chart.Chart) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, harness.Namespace(t, c, nil), chrt
+	return c, newNamespace(t, c, nil), chrt
 }
 
 func newProbe(ns, name string, spec map[string]any) *unstructured.Unstructured {

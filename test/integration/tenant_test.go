@@ -56,7 +56,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 
 	// A ServiceAccount that may read Deployments but not create them, and may not read Secrets
 	// (what the chart's lookup of the TLS Secret needs).
-	narrow := harness.Namespace(t, c, nil)
+	narrow := newNamespace(t, c, nil)
 	rules := append(deployerRules(t, without("deployments", "secrets")), rbacv1.PolicyRule{
 		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}})
 	harness.GrantServiceAccount(t, c, narrow, account, rules)
@@ -113,7 +113,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 
 	// No ServiceAccount yet: a condition names it. The generated deployer role is enough, the
 	// checked and looked-up TLS Secret included.
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	own := tls.DeepCopy()
 	own.Namespace, own.ResourceVersion = ns, ""
 	if err := c.Create(ctx, own); err != nil {

@@ -31,7 +31,7 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "both", map[string]any{"replicas": 2,
 		"routes": []any{map[string]any{"path": "/", "upstream": "http://web:8080"}}})); err != nil {
 		t.Fatal(err)

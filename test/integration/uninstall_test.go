@@ -17,7 +17,7 @@ func TestUninstallThatCannotFinishSaysWhy(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 	if err := c.Create(ctx, harness.MyProxy(ns, "edge", map[string]any{})); err != nil {
 		t.Fatal(err)
 	}

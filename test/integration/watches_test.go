@@ -22,7 +22,7 @@ func TestWatchDependentResourcesFalse(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	startOperator(t, harness.Watch{Extra: "watchDependentResources: false"})
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 
 	if err := c.Create(ctx, harness.MyProxy(ns, "quiet", map[string]any{})); err != nil {
 		t.Fatal(err)
@@ -45,8 +45,8 @@ func TestWatchDependentResourcesFalse(t *testing.T) {
 func TestWatchNamespaceScopesTheOperator(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
-	watched := harness.Namespace(t, c, nil)
-	other := harness.Namespace(t, c, nil)
+	watched := newNamespace(t, c, nil)
+	other := newNamespace(t, c, nil)
 	startOperator(t, harness.Watch{}, "WATCH_NAMESPACE="+watched)
 
 	for _, ns := range []string{watched, other} {
@@ -76,7 +76,7 @@ func TestOverrideValuesAndSelector(t *testing.T) {
 	const pinned = "mirror.example.com/nginx:1.27.5"
 	startOperator(t, harness.Watch{Extra: "overrideValues:\n  image: $PINNED_IMAGE\nselector:\n  matchLabels:\n    tier: edge"},
 		"PINNED_IMAGE="+pinned)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 
 	selected := harness.MyProxy(ns, "selected", map[string]any{"image": "docker.io/library/nginx:1.25"})
 	selected.SetLabels(map[string]string{"tier": "edge"})
@@ -109,7 +109,7 @@ func TestChartChangeRollsThroughEveryReleaseAtABoundedRate(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	chart := filepath.Join(t.TempDir(), "myproxy")
 	harness.Run(t, nil, "cp", "-r", filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), chart)
-	ns := harness.Namespace(t, c, nil)
+	ns := newNamespace(t, c, nil)
 
 	op := startOperator(t, harness.Watch{Chart: chart})
 	names := []string{"one", "two", "three", "four", "five", "six"}
