@@ -7,6 +7,10 @@ VERSION ?= 0.1.0
 IMG ?= $(IMAGE_REPO):v$(VERSION)
 
 SHELL := /usr/bin/env bash -o pipefail
+
+# Every go command of every target runs on the pinned toolchain (hack/toolchain.env).
+include hack/toolchain.env
+export GOTOOLCHAIN
 .SHELLFLAGS := -ec
 
 ROOT := $(CURDIR)
@@ -23,6 +27,9 @@ HELM_OPERATOR ?= $(BIN)/helm-operator
 HELM_OPERATOR_PLUGINS ?= $(BIN)/helm-operator-plugins
 GOLANGCI_LINT ?= $(BIN)/golangci-lint
 PROMTOOL ?= $(BIN)/promtool
+GOVULNCHECK ?= $(BIN)/govulncheck
+# The vulnerability database, built offline from the pinned golang.org/x/vulndb module.
+VULNDB ?= $(BIN)/vulndb
 # progress NAME ESTIMATE: says when a build starts and finishes, and that it is alive meanwhile.
 PROGRESS := $(CURDIR)/hack/progress.sh
 
@@ -90,10 +97,22 @@ lint: $(GOLANGCI_LINT) $(HELM) ## Run golangci-lint (.golangci.yml) and helm lin
 # The unit tests run in parallel (they start no server), which also compiles every package's
 # dependencies on all cores; the tests under test/ start control planes, one package at a time.
 .PHONY: test
-test: lint tools olm-tools cluster-build ## Run lint and every test: unit, chart, monitoring, envtest integration, control plane and end to end.
-	go test -count=1 -timeout 10m $(GOTEST_FLAGS) ./cmd/... ./internal/... ./bench/... ./hack/...
+test: lint vulncheck tools olm-tools cluster-build ## Run lint, the vulnerability check and every test: unit, chart, monitoring, envtest integration, control plane and end to end.
+	GOVULNCHECK=$(GOVULNCHECK) VULNDB=$(VULNDB) go test -count=1 -timeout 10m $(GOTEST_FLAGS) ./cmd/... ./internal/... ./bench/... ./hack/...
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./test/...
+
+# The packages this project ships: the operator binary and the manifests generator chart authors run.
+VULNCHECK_PACKAGES := ./cmd/... ./hack/manifests/...
+
+.PHONY: vulncheck
+vulncheck: $(GOVULNCHECK) $(VULNDB) ## Fail on any known vulnerability the shipped code reaches, unless hack/deps/accepted.yaml accepts it until a date.
+	go run ./hack/deps check --govulncheck $(GOVULNCHECK) --db $(VULNDB) --accepted hack/deps/accepted.yaml $(VULNCHECK_PACKAGES)
+
+.PHONY: update-deps
+update-deps: ## Raise every pinned module, tool and the control plane to its newest served patch, and a vulnerable module to its fix; then make vulncheck.
+	go run ./hack/deps update --govulncheck $(GOVULNCHECK) --db $(VULNDB) $(VULNCHECK_PACKAGES)
+	$(MAKE) vulncheck
 
 .PHONY: chaos
 chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000), a SOAK_N (10000) create/delete soak; results in docs/chaos-results.md.
@@ -248,6 +267,17 @@ $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.su
 # are most of its build.
 $(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
 	cd hack/tools/promtool && $(PROGRESS) promtool 4m go build -tags remove_all_sd -o $(BIN)/ github.com/prometheus/prometheus/cmd/promtool
+
+# govulncheck and the vulnerability database come from hack/tools/vulncheck/go.mod: the database
+# is golang.org/x/vulndb's data/osv at the pinned version, indexed by its own cmd/indexdb, so
+# that the check reads nothing at run time but the Go module proxy.
+$(GOVULNCHECK): hack/tools/vulncheck/go.mod hack/tools/vulncheck/go.sum
+	cd hack/tools/vulncheck && $(PROGRESS) govulncheck 2m go build -o $(BIN)/ golang.org/x/vuln/cmd/govulncheck golang.org/x/vulndb/cmd/indexdb
+	@touch $(GOVULNCHECK)
+
+$(VULNDB): $(GOVULNCHECK)
+	rm -rf $(VULNDB) && cd hack/tools/vulncheck && \
+	  $(BIN)/indexdb -vulns "$$(go list -m -f '{{.Dir}}' golang.org/x/vulndb)/data/osv" -out $(VULNDB)
 
 .PHONY: olm-tools
 olm-tools: $(OPERATOR_SDK) $(OPM) ## Build operator-sdk and opm from hack/tools/operator-sdk/go.mod into bin/.

@@ -12,6 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bin=${CLUSTER_BIN:-$root/bin/cluster}
 mkdir -p "$bin"
+set -a; . "$root/hack/toolchain.env"; set +a
 
 # build_module DIR LDFLAGS PKG=ESTIMATE... : go build each PKG of the module in DIR, one after
 # the other (ESTIMATE: what its first build takes), unless its binary exists and the stamp

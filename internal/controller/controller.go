@@ -222,8 +222,9 @@ func serviceAccountFor(w watchesfile.Watch, o options.Options) string {
 func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenant.Accounts) (capabilityReader, error) {
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
-	recorder := mgr.GetEventRecorderFor(name)
-	absences := sh.absences // the empty history of a new release answered from the record cache
+	// helm-operator-plugins' reconciler records through the core/v1 Events API.
+	recorder := mgr.GetEventRecorderFor(name) //nolint:staticcheck // its options take a record.EventRecorder
+	absences := sh.absences                   // the empty history of a new release answered from the record cache
 	if !o.FastPaths.On(options.FastEmptyHistory) {
 		absences = nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -181,19 +182,31 @@ func (e *managerEvents) GetEventRecorderFor(name string) record.EventRecorder {
 	return &lentRecorder{events: e, name: name}
 }
 
+// GetEventRecorder completes controller-runtime's recorder.Provider; the lock records through
+// GetEventRecorderFor alone, once the manager runs.
+func (e *managerEvents) GetEventRecorder(name string) events.EventRecorder {
+	return e.mgr.GetEventRecorder(name)
+}
+
 type lentRecorder struct {
 	events *managerEvents
 	name   string
 }
 
+// recorder is the manager's recorder of the core/v1 Events API, which client-go's leader
+// election records through.
+func (r *lentRecorder) recorder() record.EventRecorder {
+	return r.events.mgr.GetEventRecorderFor(r.name) //nolint:staticcheck // resourcelock takes a record.EventRecorder
+}
+
 func (r *lentRecorder) Event(obj runtime.Object, eventType, reason, message string) {
-	r.events.mgr.GetEventRecorderFor(r.name).Event(obj, eventType, reason, message)
+	r.recorder().Event(obj, eventType, reason, message)
 }
 
 func (r *lentRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
-	r.events.mgr.GetEventRecorderFor(r.name).Eventf(obj, eventType, reason, format, args...)
+	r.recorder().Eventf(obj, eventType, reason, format, args...)
 }
 
 func (r *lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
-	r.events.mgr.GetEventRecorderFor(r.name).AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
+	r.recorder().AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
 }

@@ -385,7 +385,7 @@ func dryRun(ctx context.Context, w client.Writer, change string, obj *unstructur
 	}
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return w.Patch(ctx, obj, client.Apply, client.DryRunAll, client.ForceOwnership, client.FieldOwner(fieldOwner))
+	return w.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.DryRunAll, client.ForceOwnership, client.FieldOwner(fieldOwner))
 }
 
 // describe names obj for the report.
