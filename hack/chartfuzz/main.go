@@ -1,5 +1,5 @@
 // Command chartfuzz (`make fuzz-chart CHART=...`) renders a chart with every hostile value its
-// values.schema.json admits and reports what broke (internal/chartfuzz): an object set that
+// values.schema.json admits and reports what broke (hack/chartfuzz/chartfuzz): an object set that
 // changed, an object outside the release namespace, a document that is not an object, a
 // rendering that fails. It exits 1 when anything broke.
 package main
@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/example/myproxy-operator/internal/chartfuzz"
+	"github.com/example/myproxy-operator/hack/chartfuzz/chartfuzz"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 // Command manifests writes what `make manifests` generates from watches.yaml and its charts: a
 // CRD per entry, the CRD kustomization, the manager's ClusterRole, each kind's user roles and
-// PROJECT's resources (see internal/manifestgen).
+// PROJECT's resources (see hack/manifests/manifestgen).
 package main
 
 import (
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/example/myproxy-operator/internal/manifestgen"
+	"github.com/example/myproxy-operator/hack/manifests/manifestgen"
 )
 
 func main() {

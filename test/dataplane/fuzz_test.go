@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/example/myproxy-operator/internal/chartfuzz"
+	"github.com/example/myproxy-operator/hack/chartfuzz/chartfuzz"
 	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/harness"
 	"github.com/example/myproxy-operator/test/nginx"

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/manifestgen"
+	"github.com/example/myproxy-operator/hack/manifests/manifestgen"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/test/harness"

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/crdgen"
+	"github.com/example/myproxy-operator/hack/manifests/crdgen"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/harness"
 )

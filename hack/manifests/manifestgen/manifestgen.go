@@ -1,5 +1,5 @@
 // Package manifestgen writes what `make manifests` generates from watches.yaml and the charts it
-// names: one CRD per entry (internal/crdgen), the CRD kustomization listing them, the
+// names: one CRD per entry (hack/manifests/crdgen), the CRD kustomization listing them, the
 // manager's ClusterRole, derived from every chart's rendered kinds, and the editor and viewer
 // roles of each kind with the rbac kustomization listing them; and it sets the resources of
 // the project file (PROJECT) to the watched kinds. Adding a kind is a chart, a
@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/crdgen"
+	"github.com/example/myproxy-operator/hack/manifests/crdgen"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 

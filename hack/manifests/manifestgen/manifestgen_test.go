@@ -18,7 +18,7 @@ import (
 
 func inRepo(t *testing.T) {
 	t.Helper()
-	t.Chdir(filepath.Join("..", ".."))
+	t.Chdir(filepath.Join("..", "..", ".."))
 }
 
 // What `make manifests` writes is committed: a change of a chart, its kind.yaml or watches.yaml

@@ -19,7 +19,7 @@ const valuesSchemaPath = "helm-charts/myproxy/values.schema.json"
 // inRepo runs f from the repository root, where `make manifests` runs the generator.
 func inRepo(t *testing.T) {
 	t.Helper()
-	t.Chdir(filepath.Join("..", ".."))
+	t.Chdir(filepath.Join("..", "..", ".."))
 }
 
 func TestChartSchemaIsStructural(t *testing.T) {

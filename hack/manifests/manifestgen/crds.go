@@ -10,7 +10,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/myproxy-operator/internal/crdgen"
+	"github.com/example/myproxy-operator/hack/manifests/crdgen"
 )
 
 // chartCRDs returns the CustomResourceDefinitions of a chart's crds/ folders (its own and its

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/crdgen"
+	"github.com/example/myproxy-operator/hack/manifests/crdgen"
 )
 
 // specSchema is where a kind's spec schema comes from: the JSON schema document (nil for an
