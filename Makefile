@@ -124,14 +124,13 @@ chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles o
 
 .PHONY: bench
 bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins and a client-go limit (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
-	go build -tags crmetricsfilter -o $(OPERATOR)-crmetricsfilter ./cmd
 	BENCH_DIR=$(abspath $(BENCH_DIR)) go run ./bench
 	cp $(abspath $(BENCH_DIR))/results.md $(BENCH_REPORT)
 	$(MAKE) bench-rollout
 
 .PHONY: bench-fast-paths
 bench-fast-paths: build cluster-build ## Measure each fast path: this operator with every one, none, and each alone off, interleaved ROUNDS (3) times (N=300 IDLE=30s; results in docs/fast-path-results.md).
-	BENCH_DIR=$(abspath $(BENCH_DIR))/fast-paths N=$${N:-300} IDLE=$${IDLE:-30s} SAMPLES=$${SAMPLES:-3} UNRELATED=0 METRICS_FILTER=0 \
+	BENCH_DIR=$(abspath $(BENCH_DIR))/fast-paths N=$${N:-300} IDLE=$${IDLE:-30s} SAMPLES=$${SAMPLES:-3} UNRELATED=0 \
 	  FAST_PATH_ROUNDS=$${ROUNDS:-3} go run ./bench
 	cp $(abspath $(BENCH_DIR))/fast-paths/fastpaths.md docs/fast-path-results.md
 

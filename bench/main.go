@@ -22,9 +22,7 @@
 //	                at all Deployed (live heap); the report says where both go by package
 //	BASELINE=path   results.json of a run at a tenth of N: the goal table compares this
 //	                operator's peak RSS with it
-//	METRICS_FILTER=0  skip comparing /metrics under --metrics-secure with this operator's filter
-//	                and with controller-runtime's (bin/myproxy-operator-crmetricsfilter)
-//	FLEET=0         skip the fleet runs: only the memory and metrics filter runs of the subjects
+//	FLEET=0         skip the fleet runs: only the memory runs of the subjects
 //	                (with KEEP=1, every fleet result is kept)
 //	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves, unpaced and
 //	                rate-paced (make bench-rollout); ROLLOUT_REPORT=1 writes its report
@@ -87,7 +85,6 @@ type settings struct {
 	keep             bool     // keep the last results of subjects not run
 	profile          bool     // profile this operator while it converges
 	baseline         string   // results.json of a run at a smaller N
-	metricsFilter    bool     // compare this operator's metrics filter with controller-runtime's
 	fleet            bool     // run the fleet of each subject (FLEET=0: only the memory runs)
 	rounds           int      // FAST_PATH_ROUNDS > 0: measure the fast paths instead (benchFastPaths)
 	fleetRounds      int      // ROUNDS: runs of each subject's fleet, interleaved
@@ -132,7 +129,6 @@ func loadSettings() (settings, error) {
 	s.keep = os.Getenv("KEEP") == "1"
 	s.profile = os.Getenv("PROFILE") == "1"
 	s.baseline = os.Getenv("BASELINE")
-	s.metricsFilter = os.Getenv("METRICS_FILTER") != "0"
 	s.fleet = os.Getenv("FLEET") != "0"
 	s.rounds = envInt("FAST_PATH_ROUNDS", 0)
 	s.fleetRounds = max(1, envInt("ROUNDS", 1))
@@ -210,11 +206,6 @@ func run() error {
 			if err := rep.write(s.dir); err != nil {
 				return err
 			}
-		}
-	}
-	if slices.Contains(s.subjects, keyOurs) && s.metricsFilter {
-		if rep.MetricsFilter, err = benchMetricsFilter(ctx, s, c); err != nil {
-			return fmt.Errorf("metrics filter: %w", err)
 		}
 	}
 	if s.baseline != "" {
@@ -306,9 +297,6 @@ func (r *report) keepFrom(path string, running []string, fleets bool) error {
 		if !runs[m.Subject] {
 			r.Memory = append(r.Memory, m)
 		}
-	}
-	if !runs[subjectOurs] {
-		r.MetricsFilter = last.MetricsFilter
 	}
 	r.sortFleet()
 	return nil

@@ -73,8 +73,6 @@ type report struct {
 	// Runs are every run of each subject, in the order they ran (ROUNDS).
 	Runs   map[string][]fleetResult `json:"runs,omitempty"`
 	Memory []memoryResult           `json:"memory"`
-	// MetricsFilter compares the builds of this operator with each metrics filter.
-	MetricsFilter []metricsFilterResult `json:"metricsFilter,omitempty"`
 	Targets       []targetResult        `json:"targets"`
 	// Kept are the subjects whose results come from an earlier run (KEEP=1), with its start.
 	Kept     []string        `json:"kept,omitempty"`
@@ -405,14 +403,6 @@ func (r *report) markdown(w io.Writer) {
 		for _, m := range r.Memory {
 			fmt.Fprintf(w, "| %s | %.1f MiB | %.1f MiB (%d + %d of %d KiB) | %+.1f%% |\n", m.Subject, m.WithoutMiB, m.WithMiB,
 				m.Unrelated, m.Unrelated, m.UnrelatedKiB, m.ChangePercent)
-		}
-	}
-	if len(r.MetricsFilter) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| /metrics under --metrics-secure, filter | binary | peak RSS, 10 MyProxies, after scrapes | answers: allowed / denied / no token |")
-		fmt.Fprintln(w, "|---|---|---|---|")
-		for _, m := range r.MetricsFilter {
-			fmt.Fprintf(w, "| %s | %.1f MiB | %.1f MiB | %s |\n", m.Filter, float64(m.BinaryBytes)/(1<<20), m.PeakRSSMiB, m.Answers)
 		}
 	}
 	if len(r.Targets) > 0 {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/leaderelection"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
@@ -105,7 +106,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	metrics := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.MetricsSecure}
 	if o.MetricsSecure {
 		// Only callers that the apiserver authenticates and authorises (get on /metrics) may scrape.
-		metrics.FilterProvider = metricsFilter
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
 	var fencedLock resourcelock.Interface // nil without leader election
