@@ -135,7 +135,7 @@ bench-fast-paths: build cluster-build ## Measure each fast path: this operator w
 	cp $(abspath $(BENCH_DIR))/fast-paths/fastpaths.md docs/fast-path-results.md
 
 .PHONY: bench-rollout
-bench-rollout: build cluster-build ## Measure a chart rollout over a converged fleet: in waves, unpaced and rate-paced (N=1000; results in docs/rollout-results.md).
+bench-rollout: build cluster-build ## Measure a chart rollout over a converged fleet: in waves and all at once (N=1000; results in docs/rollout-results.md).
 	BENCH_DIR=$(abspath $(BENCH_DIR))/rollout N=$${N:-1000} ROLLOUT=1 go run ./bench
 	cp $(abspath $(BENCH_DIR))/rollout/rollout.md docs/rollout-results.md
 

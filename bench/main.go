@@ -24,8 +24,8 @@
 //	                operator's peak RSS with it
 //	FLEET=0         skip the fleet runs: only the memory runs of the subjects
 //	                (with KEEP=1, every fleet result is kept)
-//	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves, unpaced and
-//	                rate-paced (make bench-rollout); ROLLOUT_REPORT=1 writes its report
+//	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves and all at
+//	                once (make bench-rollout); ROLLOUT_REPORT=1 writes its report
 //	                again from rollout.json
 //	ROUNDS=1        run every subject's fleet this many times, interleaved (the order rotated
 //	                by one each round); the report takes each subject's median run and shows

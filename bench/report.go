@@ -71,9 +71,9 @@ type report struct {
 	// rounds (a real run, so that its figures belong together).
 	Fleet []fleetResult `json:"fleet"`
 	// Runs are every run of each subject, in the order they ran (ROUNDS).
-	Runs   map[string][]fleetResult `json:"runs,omitempty"`
-	Memory []memoryResult           `json:"memory"`
-	Targets       []targetResult        `json:"targets"`
+	Runs    map[string][]fleetResult `json:"runs,omitempty"`
+	Memory  []memoryResult           `json:"memory"`
+	Targets []targetResult           `json:"targets"`
 	// Kept are the subjects whose results come from an earlier run (KEEP=1), with its start.
 	Kept     []string        `json:"kept,omitempty"`
 	Profiles []profileResult `json:"profiles,omitempty"`

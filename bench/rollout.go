@@ -32,9 +32,8 @@ type rolloutMode struct {
 }
 
 var rolloutModes = []rolloutMode{
-	{"in waves", []string{"--rollout-state-namespace=" + rolloutStateNamespace, "--chart-rollout-rate=0"}},
-	{"unpaced", []string{"--rollout-waves=false", "--chart-rollout-rate=0"}},
-	{"rate-paced (the pacing before waves)", []string{"--rollout-waves=false", "--chart-rollout-rate=5"}},
+	{"in waves", []string{"--rollout-state-namespace=" + rolloutStateNamespace}},
+	{"all at once", []string{"--rollout-waves=false"}},
 }
 
 // rolloutResult is one rollout of a new chart over a converged fleet.

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -50,8 +49,6 @@ type LookupTracker interface {
 
 // DigestOptions configure Digested.
 type DigestOptions struct {
-	// Rollout, when set, paces upgrades that a new chart or new rendering code brought.
-	Rollout *rate.Limiter
 	// Lookups follows what renderings read through `lookup`; without it, a release whose
 	// rendering read anything is rendered again at every reconcile.
 	Lookups LookupTracker
@@ -204,11 +201,6 @@ func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, val
 		return c.check(cur, d, func(extra ...helmclient.UpgradeOption) (*release.Release, error) {
 			return c.ActionInterface.Upgrade(name, namespace, chrt, vals, append(opts, extra...)...)
 		})
-	}
-	if c.shared.opts.Rollout != nil && cur != nil && cur.Labels[ChartDigestLabel] != d.chart {
-		if err := c.shared.opts.Rollout.Wait(c.ctx); err != nil {
-			return nil, fmt.Errorf("waiting for the chart rollout rate limit: %w", err)
-		}
 	}
 	next := 0 // unknown: the labels will not be trusted
 	if cur != nil {

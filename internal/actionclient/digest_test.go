@@ -7,7 +7,6 @@ import (
 	"time"
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -264,30 +263,6 @@ func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 	rel, _ := ac.Get("p")
 	if fake.gets != 2 || rel.Manifest != "upgraded" {
 		t.Errorf("read after an upgrade: storage reads = %d, manifest %q; want a fresh read of the upgrade", fake.gets, rel.Manifest)
-	}
-}
-
-func TestChartChangesWaitForTheRolloutRateSpecChangesDoNot(t *testing.T) {
-	chrt := testChart("kind: ConfigMap")
-	fake := &recordingClient{}
-	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, map[string]any{"replicas": 1})
-	if fake.labels[ChartDigestLabel] == "" {
-		t.Fatalf("install recorded no chart digest: %v", fake.labels)
-	}
-	// One token per hour, already spent: a wait would not end before the context does.
-	rollout := rate.NewLimiter(rate.Every(time.Hour), 1)
-	rollout.Allow()
-	upgrade := func(c *chart.Chart, vals map[string]any) error {
-		ac := digestedClientWith(t, fake, DigestOptions{Rollout: rollout})
-		_, _ = ac.Get("p")
-		_, err := ac.Upgrade("p", "ns", c, vals)
-		return err
-	}
-	if err := upgrade(chrt, map[string]any{"replicas": 2}); err != nil {
-		t.Errorf("a spec change waited for the chart rollout: %v", err)
-	}
-	if err := upgrade(testChart("kind: Secret"), map[string]any{"replicas": 2}); err == nil {
-		t.Errorf("a chart change did not wait for the rollout rate")
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
@@ -40,7 +39,7 @@ var myProxy = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1
 // Every kind the manager's cache selects by an option of its own has an event filter declared
 // for it; one without is refused, rather than falling under the release objects' filter.
 func TestEveryKindSelectedApartHasItsOwnFilter(t *testing.T) {
-	opts, newCache := Manager([]watches.Watch{{GroupVersionKind: myProxy}}, nil, shard.Shard{}, ownwrites.New(), true)
+	opts, newCache := Manager([]watches.Watch{{GroupVersionKind: myProxy}}, nil, shard.Shard{})
 	opts.Scheme = scheme.Scheme
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(myProxy, meta.RESTScopeNamespace)

@@ -16,7 +16,6 @@ import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
-	"golang.org/x/time/rate"
 	"helm.sh/helm/v3/pkg/action"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,7 +104,6 @@ type shared struct {
 	// helm is what every Helm action of the process shares.
 	helm struct {
 		metrics *actionclient.Metrics
-		rollout *rate.Limiter // the rate is the operator's; nil: unpaced
 		unlock  actionclient.SoleWriter
 		// waves holds the rollout state's namespace and the metrics; nil: no waves.
 		waves *waves
@@ -154,9 +152,6 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		return err
 	}
 	sh.watched.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
-	if o.ChartRolloutRate > 0 {
-		sh.helm.rollout = rate.NewLimiter(rate.Limit(o.ChartRolloutRate), 1)
-	}
 	if ns := RolloutNamespace(o); o.RolloutWaves && ns != "" {
 		m, err := rolloutMetrics()
 		if err != nil {
@@ -233,7 +228,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		account = accounts.Name
 	}
 	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account,
-		releasestore.Driver(sh.own, absences, o.FastPaths.On(options.FastRecordEncoding)), sh.own)
+		releasestore.Driver(sh.own, absences), sh.own)
 	if err != nil {
 		return capabilityReader{}, err
 	}
@@ -291,7 +286,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			Recorder: recorder, Metrics: sh.helm.metrics, Unlock: sh.helm.unlock,
 			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running, NoDigests: !o.FastPaths.On(options.FastDigests),
 			Waves: waveGate(gate),
-			Digest: actionclient.DigestOptions{Rollout: sh.helm.rollout, Lookups: sh.watched.lookups, DryRunOption: w.DryRunOption, Memo: memo,
+			Digest: actionclient.DigestOptions{Lookups: sh.watched.lookups, DryRunOption: w.DryRunOption, Memo: memo,
 				Stamp: sh.sharding.shard.ManagedValue()},
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
@@ -367,7 +362,7 @@ func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, 
 	if err != nil {
 		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating discovery client: %w", err)
 	}
-	configs := helmconfig.New(actionConfigGetter, dc, own, o.Shard.ManagedValue(), w.Reach)
+	configs := helmconfig.New(actionConfigGetter, dc, o.Shard.ManagedValue(), w.Reach)
 	actions, err := actionClients(configs)
 	return configs, actions, err
 }

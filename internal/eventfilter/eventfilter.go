@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -30,58 +28,6 @@ type Filter struct {
 	Delete func(obj any) bool
 }
 
-// IgnoreLabelled is a Filter that drops every event of objects carrying the label key=value.
-func IgnoreLabelled(key, value string) Filter {
-	unlabelled := func(obj any) bool {
-		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = tombstone.Obj
-		}
-		o, ok := obj.(metav1.Object)
-		return !ok || o.GetLabels()[key] != value
-	}
-	return Filter{
-		Add:    unlabelled,
-		Update: func(oldObj, newObj any) bool { return unlabelled(oldObj) || unlabelled(newObj) },
-		Delete: unlabelled,
-	}
-}
-
-// IgnoreStatusOnlyChanges is a Filter for custom resources that drops updates that change
-// nothing a reconcile acts on: status writes (the reconciler's own, after every reconcile, and
-// the status controller's), and the uninstall finalizer being added (the reconcile that added it
-// goes on to install). Spec, labels, annotations, deletion and removed finalizers pass.
-func IgnoreStatusOnlyChanges() Filter {
-	return Filter{Update: func(oldObj, newObj any) bool {
-		o, ok1 := oldObj.(*unstructured.Unstructured)
-		n, ok2 := newObj.(*unstructured.Unstructured)
-		if !ok1 || !ok2 {
-			return true
-		}
-		return !objcompare.Equal(o.Object, n.Object, notReconciled) || finalizersRemoved(o, n)
-	}}
-}
-
-// notReconciled is what a reconcile of a custom resource does not act on: its status and
-// what every write changes. Finalizers are compared apart (finalizersRemoved).
-var notReconciled = objcompare.Ignore{
-	"status":   nil,
-	"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil, "finalizers": nil},
-}
-
-// bookkeeping is what the cluster keeps for itself on objects a chart rendered: status, the
-// resource version, managed fields, and annotations that Kubernetes controllers write, such as
-// the Deployment controller's revision. Changing them is not drift.
-var bookkeeping = objcompare.Ignore{
-	"status": nil,
-	"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil,
-		"annotations": objcompare.Ignore{"deployment.kubernetes.io/revision": nil}},
-}
-
-// IgnoreBookkeepingUpdates drops updates of release objects that change only bookkeeping.
-// helm-operator-plugins already ignores status-only updates; without the rest, every new
-// Deployment's revision annotation cost its MyProxy another reconcile.
-var IgnoreBookkeepingUpdates = changedBeyond(bookkeeping)
-
 // statusAndVersion is what helm-operator-plugins' dependent predicate ignores in an update of a
 // release object: status and resourceVersion (and the status's managed fields; the caches keep
 // none).
@@ -91,7 +37,7 @@ var statusAndVersion = objcompare.Ignore{
 }
 
 // IgnoreStatusUpdates drops updates of release objects that change only status and
-// resourceVersion: the plugins' own rule, which the stock path (--fast-paths=false) keeps.
+// resourceVersion: the plugins' own rule.
 var IgnoreStatusUpdates = changedBeyond(statusAndVersion)
 
 // changedBeyond passes an update of a release object that changes more than ignore.
@@ -112,19 +58,6 @@ func asMap(obj any) (map[string]any, bool) {
 	return m, err == nil
 }
 
-func finalizersRemoved(o, n *unstructured.Unstructured) bool {
-	kept := map[string]bool{}
-	for _, f := range n.GetFinalizers() {
-		kept[f] = true
-	}
-	for _, f := range o.GetFinalizers() {
-		if !kept[f] {
-			return true
-		}
-	}
-	return false
-}
-
 // Unfiltered returns the cache that c filters (c itself when it filters nothing), for
 // controllers that must see every event of a kind the filters thin out.
 func Unfiltered(c cache.Cache) cache.Cache {
@@ -135,13 +68,13 @@ func Unfiltered(c cache.Cache) cache.Cache {
 }
 
 // NewCache returns a cache constructor whose informers of the kinds in filters deliver only the
-// events their kind's Filter accepts, and informers of every other kind those that the filter
-// releaseObjects returns accepts (it may read the cache itself). The other kinds are those the
+// events their kind's Filter accepts, and informers of every other kind those that
+// releaseObjects accepts. The other kinds are those the
 // cache selects with its default selector (the managed label: release objects); a kind the
 // cache options select otherwise (ByObject) must be in filters, so that no kind falls under
 // the release objects' filter without having been declared one: the constructor fails if one
 // is not.
-func NewCache(filters map[schema.GroupVersionKind]Filter, releaseObjects func(client.Reader, *runtime.Scheme) Filter) cache.NewCacheFunc {
+func NewCache(filters map[schema.GroupVersionKind]Filter, releaseObjects Filter) cache.NewCacheFunc {
 	return func(cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
 		for obj := range opts.ByObject {
 			gvk, err := apiutil.GVKForObject(obj, opts.Scheme)
@@ -157,7 +90,7 @@ func NewCache(filters map[schema.GroupVersionKind]Filter, releaseObjects func(cl
 			return nil, err
 		}
 		return &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters,
-			releaseObjects: releaseObjects(c, opts.Scheme)}, nil
+			releaseObjects: releaseObjects}, nil
 	}
 }
 
@@ -244,26 +177,4 @@ func IgnoreClaimedElsewhere(claimedByOther func(client.Object) bool) Filter {
 		return !ok || !claimedByOther(o)
 	}
 	return Filter{Add: mine, Update: func(_, newObj any) bool { return mine(newObj) }}
-}
-
-// Both passes the events that both filters pass.
-func Both(a, b Filter) Filter {
-	f := Filter{Add: bothOne(a.Add, b.Add), Delete: bothOne(a.Delete, b.Delete), Update: a.Update}
-	switch {
-	case a.Update == nil:
-		f.Update = b.Update
-	case b.Update != nil:
-		f.Update = func(o, n any) bool { return a.Update(o, n) && b.Update(o, n) }
-	}
-	return f
-}
-
-func bothOne(a, b func(obj any) bool) func(obj any) bool {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	}
-	return func(obj any) bool { return a(obj) && b(obj) }
 }

@@ -10,9 +10,8 @@
 //     process and refreshed after TTL. It also installs the lookup recorder of the rendering
 //     (package renderinputs), confined to the release's reach.
 //   - kubeclient.go, how Helm touches the cluster: every object Helm builds carries the
-//     release-object label (package managedlabel), what Helm writes and deletes is told to
-//     package ownwrites (so that the operator's own events wake nothing), and nothing outside
-//     the custom resource's reach is built (package reach). Confinement sits in the kube
+//     release-object label (package managedlabel), and nothing outside the custom resource's
+//     reach is built (package reach). Confinement sits in the kube
 //     client's Build because every object Helm writes, deletes, runs as a hook or corrects for
 //     drift is built there first, by every action, dry runs included; and in the release
 //     storage, because Helm stores a new revision's record (hooks included) before it runs the
@@ -43,7 +42,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/tenant"
@@ -67,7 +65,6 @@ type Getter struct {
 	refreshed string // what the last Refresh saw
 	reachedAt time.Time
 
-	own *ownwrites.Registry
 	// managed is the managed label value stamped on every release object.
 	managed string
 	// reach is what a release may touch beyond its custom resource's namespace.
@@ -87,11 +84,11 @@ func (g *Getter) RunAs(accounts *tenant.Accounts, recorder record.EventRecorder)
 	g.accounts, g.recorder = accounts, recorder
 }
 
-// New wraps next; dc is asked for the server version and API groups when they are stale; own
-// learns every object Helm deletes through these configurations; every object Helm builds is
-// labelled managed (package managedlabel); policy bounds what a release writes and looks up.
-func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, own *ownwrites.Registry, managed string, policy reach.Policy) *Getter {
-	return &Getter{next: next, discovery: dc, now: time.Now, own: own, managed: managed, reach: policy}
+// New wraps next; dc is asked for the server version and API groups when they are stale; every
+// object Helm builds is labelled managed (package managedlabel); policy bounds what a release
+// writes and looks up.
+func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, managed string, policy reach.Policy) *Getter {
+	return &Getter{next: next, discovery: dc, now: time.Now, managed: managed, reach: policy}
 }
 
 // ActionConfigFor implements helmclient.ActionConfigGetter.

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/cli-runtime/pkg/resource"
 	fakediscovery "k8s.io/client-go/discovery/fake"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 )
@@ -46,7 +44,7 @@ func countingDiscovery(calls *int) *fakediscovery.FakeDiscovery {
 func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 	var calls int
 	now := time.Unix(0, 0)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), nil, managedlabel.Value, reach.Policy{})
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), managedlabel.Value, reach.Policy{})
 	g.now = func() time.Time { return now }
 
 	for i := 0; i < 5; i++ {
@@ -75,7 +73,7 @@ func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 
 func TestEachConfigurationGetsItsOwnCapabilities(t *testing.T) {
 	var calls int
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), nil, managedlabel.Value, reach.Policy{})
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), managedlabel.Value, reach.Policy{})
 	a, _ := g.ActionConfigFor(context.Background(), cr)
 	b, _ := g.ActionConfigFor(context.Background(), cr)
 	a.Capabilities.KubeVersion.Version = "changed"
@@ -88,7 +86,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 	var calls int
 	now := time.Unix(0, 0)
 	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
-		countingDiscovery(&calls), nil, managedlabel.Value, reach.Policy{})
+		countingDiscovery(&calls), managedlabel.Value, reach.Policy{})
 	g.now = func() time.Time { return now }
 	g.reachedAt = time.Time{}
 
@@ -128,7 +126,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
 	var calls int
 	fake := countingDiscovery(&calls)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), fake, nil, managedlabel.Value, reach.Policy{})
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), fake, managedlabel.Value, reach.Policy{})
 	if changed, err := g.Refresh(); err != nil || changed {
 		t.Fatalf("first refresh: changed=%v err=%v, want no change", changed, err)
 	}
@@ -144,33 +142,6 @@ func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
 	}
 	if changed, _ := g.Refresh(); changed {
 		t.Error("the same API was reported twice")
-	}
-}
-
-// Helm's deletes are learnt: an uninstall's, an upgrade's of the objects it drops, and a forced
-// upgrade's of every object it replaces; objects created again are forgotten.
-func TestOwnDeletesAreLearnt(t *testing.T) {
-	info := func(kind, name string) *resource.Info {
-		return &resource.Info{Name: name, Namespace: "n",
-			Mapping: &meta.RESTMapping{GroupVersionKind: schema.GroupVersionKind{Version: "v1", Kind: kind}}}
-	}
-	key := func(kind, name string) ownwrites.Key {
-		return ownwrites.Key{GroupKind: schema.GroupKind{Kind: kind}, NamespacedName: types.NamespacedName{Namespace: "n", Name: name}}
-	}
-	own := ownwrites.New()
-	c := &kubeClient{getter: &Getter{own: own}}
-	kept, dropped := info("Service", "kept"), info("ConfigMap", "dropped")
-	c.deletingInUpdate(kube.ResourceList{kept, dropped}, kube.ResourceList{kept}, false)
-	if !own.OwnDelete(key("ConfigMap", "dropped")) || own.OwnDelete(key("Service", "kept")) {
-		t.Error("an upgrade deletes exactly the objects it drops")
-	}
-	c.deletingInUpdate(kube.ResourceList{kept}, kube.ResourceList{kept}, true)
-	if !own.OwnDelete(key("Service", "kept")) {
-		t.Error("a forced upgrade replaces the objects it changes")
-	}
-	c.forEach(kube.ResourceList{kept}, (*ownwrites.Registry).Created)
-	if own.OwnDelete(key("Service", "kept")) {
-		t.Error("an object created again is no longer an own delete")
 	}
 }
 

@@ -9,12 +9,8 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/reach"
 )
 
@@ -84,76 +80,4 @@ func (h *hookChecked) Create(key string, rls *release.Release) error {
 	return h.Driver.Create(key, rls)
 }
 
-// Create implements kube.Interface: a delete of these objects from now on is someone else's.
-func (c *kubeClient) Create(resources kube.ResourceList) (*kube.Result, error) {
-	res, err := c.Client.Create(resources)
-	c.forEach(resources, (*ownwrites.Registry).Created)
-	return res, err
-}
-
-// Delete implements kube.Interface: Helm's uninstall, and its rollback of a failed install.
-func (c *kubeClient) Delete(resources kube.ResourceList) (*kube.Result, []error) {
-	c.deleting(resources)
-	return c.Client.Delete(resources)
-}
-
-// DeleteWithPropagationPolicy implements kube.InterfaceDeletionPropagation (Helm's uninstall).
-func (c *kubeClient) DeleteWithPropagationPolicy(resources kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
-	c.deleting(resources)
-	return c.Client.DeleteWithPropagationPolicy(resources, policy)
-}
-
-// Update implements kube.Interface: an upgrade or rollback deletes the objects of original that
-// target no longer has, and with force replaces (deletes and creates) every object it changes.
-func (c *kubeClient) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
-	c.deletingInUpdate(original, target, force)
-	res, err := c.Client.Update(original, target, force)
-	c.updated(target, force)
-	return res, err
-}
-
-// UpdateThreeWayMerge implements kube.InterfaceThreeWayMerge, as Update.
-func (c *kubeClient) UpdateThreeWayMerge(original, target kube.ResourceList, force bool) (*kube.Result, error) {
-	c.deletingInUpdate(original, target, force)
-	res, err := c.Client.UpdateThreeWayMerge(original, target, force)
-	c.updated(target, force)
-	return res, err
-}
-
-// updated forgets the deletes of target's objects, which exist again, unless force replaced
-// them: the events of those deletes may still be on their way.
-func (c *kubeClient) updated(target kube.ResourceList, force bool) {
-	if !force {
-		c.forEach(target, (*ownwrites.Registry).Created)
-	}
-}
-
-func (c *kubeClient) deletingInUpdate(original, target kube.ResourceList, force bool) {
-	if force {
-		c.deleting(target)
-	}
-	c.deleting(original.Difference(target))
-}
-
-func (c *kubeClient) deleting(resources kube.ResourceList) {
-	c.forEach(resources, (*ownwrites.Registry).Deleting)
-}
-
-func (c *kubeClient) forEach(resources kube.ResourceList, note func(*ownwrites.Registry, ownwrites.Key)) {
-	if c.getter.own == nil {
-		return
-	}
-	for _, info := range resources {
-		var gk schema.GroupKind
-		if info.Mapping != nil {
-			gk = info.Mapping.GroupVersionKind.GroupKind()
-		} else if info.Object != nil {
-			gk = info.Object.GetObjectKind().GroupVersionKind().GroupKind()
-		}
-		note(c.getter.own, ownwrites.Key{GroupKind: gk, NamespacedName: types.NamespacedName{Namespace: info.Namespace, Name: info.Name}})
-	}
-}
-
-// IsReachable implements kube.Interface. Every action starts with it; when the apiserver is in
-// fact unreachable, the action's first real request fails with the same cause.
 func (c *kubeClient) IsReachable() error { return c.getter.reachable(c.Client.IsReachable) }

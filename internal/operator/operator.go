@@ -133,7 +133,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		// The lock knows the namespace it resolved (the flag, or the Pod's own).
 		leaseNamespace, _, _ = strings.Cut(lock.Describe(), "/")
 	}
-	cacheOpts, newCache := caches.Manager(ws, namespaces, o.Shard, own, o.FastPaths.On(options.FastEventFilters))
+	cacheOpts, newCache := caches.Manager(ws, namespaces, o.Shard)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
 		HealthProbeBindAddress:              o.HealthProbeBindAddress,

@@ -16,16 +16,10 @@ const (
 	// FastEmptyHistory answers a new release's empty history from the record cache instead of
 	// Helm listing its Secrets.
 	FastEmptyHistory = "empty-history"
-	// FastRecordEncoding encodes release records with pooled compressors instead of Helm's
-	// Secrets driver encoding.
-	FastRecordEncoding = "record-encoding"
-	// FastEventFilters drops events whose reconcile would change nothing, where the plugins pass
-	// them.
-	FastEventFilters = "event-filters"
 )
 
 // AllFastPaths lists every fast path.
-var AllFastPaths = []string{FastDigests, FastEmptyHistory, FastRecordEncoding, FastEventFilters}
+var AllFastPaths = []string{FastDigests, FastEmptyHistory}
 
 // FastPaths is the set of fast paths the operator takes. As a flag: true (every one, the
 // default), false (none: helm-operator-plugins' and Helm's own path for each), or a

@@ -17,7 +17,8 @@ func TestFastPathsFlag(t *testing.T) {
 		{args: []string{"--fast-paths"}, want: AllFastPaths},
 		{args: []string{"--fast-paths=true"}, want: AllFastPaths},
 		{args: []string{"--fast-paths=false"}, want: FastPaths{}},
-		{args: []string{"--fast-paths=digests,event-filters,digests"}, want: FastPaths{FastDigests, FastEventFilters}},
+		{args: []string{"--fast-paths=digests,empty-history,digests"}, want: FastPaths{FastDigests, FastEmptyHistory}},
+		{args: []string{"--fast-paths=event-filters"}, err: true},
 		{args: []string{"--fast-paths=digest"}, err: true},
 	} {
 		var o Options

@@ -50,8 +50,6 @@ type Options struct {
 	MinReconcilePeriod time.Duration
 	MaxReleaseHistory  int
 	UnlockPendingAfter time.Duration
-	// ChartRolloutRate bounds upgrades per second that a new chart (not a spec change) causes.
-	ChartRolloutRate float64
 	// RolloutWaves rolls a new chart out in waves (package rollout), keeping each watch's rollout
 	// state in RolloutNamespace ("": the leader election namespace, else the operator's own
 	// namespace in a cluster; waves are off where neither is known).
@@ -119,18 +117,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.FastPaths = slices.Clone(AllFastPaths)
 	fs.Var(&o.FastPaths, FastPathsFlag,
 		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run ("+FastDigests+"), "+
-			"a new release's empty history answered from the record cache ("+FastEmptyHistory+"), release records "+
-			"encoded with pooled compressors ("+FastRecordEncoding+"), event filters that skip reconciles which would "+
-			"change nothing ("+FastEventFilters+"). true takes every one; false runs helm-operator-plugins' and Helm's "+
-			"own path for each (the same outcome, at their cost; --chart-rollout-rate then does not apply); a "+
+			"a new release's empty history answered from the record cache ("+FastEmptyHistory+"). true takes every one; "+
+			"false runs helm-operator-plugins' and Helm's own path for each (the same outcome, at their cost); a "+
 			"comma-separated list takes those named.")
-	fs.Float64Var(&o.ChartRolloutRate, "chart-rollout-rate", 5,
-		"Upgrades per second when a new chart (an operator upgrade) changes releases; spec changes "+
-			"are not limited. 0 means no limit.")
+	fs.Float64Var(new(float64), "chart-rollout-rate", 0,
+		"Deprecated and ignored: a new chart reaches a fleet in waves (--rollout-waves).")
 	fs.BoolVar(&o.RolloutWaves, "rollout-waves", true,
 		"Roll a new chart or new operator code out to an existing fleet in waves, each waiting for the one before "+
 			"to be Ready, halted by a failure budget; spec changes go at once. false: every release upgrades at "+
-			"once, paced only by --chart-rollout-rate.")
+			"once.")
 	fs.StringVar(&o.RolloutNamespace, "rollout-state-namespace", "",
 		"Namespace of the ConfigMaps holding each kind's rollout state (default: --leader-election-namespace, "+
 			"else the operator's own namespace in a cluster; where neither is known, waves are off).")
@@ -176,8 +171,6 @@ func (o *Options) Validate() error {
 	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d",
 			o.KubeAPIQPS, o.KubeAPIBurst)
-	case o.ChartRolloutRate < 0:
-		return fmt.Errorf("--chart-rollout-rate must not be negative, got %g", o.ChartRolloutRate)
 	case o.Rollout.Check() != nil:
 		return fmt.Errorf("--rollout-*: %w", o.Rollout.Check())
 	case o.UnlockPendingAfter <= 0:

@@ -74,7 +74,6 @@ func TestValidate(t *testing.T) {
 		{name: "zero workers", mutate: func(o *Options) { o.MaxConcurrentReconciles = 0 }, errHas: "--max-concurrent-reconciles"},
 		{name: "negative period", mutate: func(o *Options) { o.ReconcilePeriod = -time.Second }, errHas: "--reconcile-period"},
 		{name: "negative history", mutate: func(o *Options) { o.MaxReleaseHistory = -1 }, errHas: "--max-release-history"},
-		{name: "negative rollout rate", mutate: func(o *Options) { o.ChartRolloutRate = -1 }, errHas: "--chart-rollout-rate"},
 		{name: "zero qps", mutate: func(o *Options) { o.KubeAPIQPS = 0 }, errHas: "--kube-api-qps"},
 		{name: "zero burst", mutate: func(o *Options) { o.KubeAPIBurst = 0 }, errHas: "--kube-api-burst"},
 		{name: "renew after lease", mutate: func(o *Options) { o.LeaderElect = true; o.RenewDeadline = o.LeaseDuration }, errHas: "renew-deadline"},

@@ -63,13 +63,6 @@ func (r *Registry) OwnDelete(k Key) bool {
 	return ok
 }
 
-// Created records that this process created an object again: a later delete is someone else's.
-func (r *Registry) Created(k Key) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.deletes, k)
-}
-
 // maxWrites bounds the resourceVersions kept per record: an action writes a record a few times
 // in a row (pending, then its outcome), faster than the events of those writes arrive.
 const maxWrites = 8

@@ -133,7 +133,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 			account = o.DefaultServiceAccount
 		}
 		// A dry run stores nothing: the storage is Helm's own encoding, which the operator reads too.
-		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(own, nil, false), own)
+		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(own, nil), own)
 		if err != nil {
 			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}

@@ -61,7 +61,7 @@ func named(name string, version int) *release.Release {
 func TestAbsencesAnswerAsTheAPIServerDoes(t *testing.T) {
 	server := &countingServer{apiserver: &apiserver{objs: map[string]*corev1.Secret{}}}
 	absences := NewAbsences(&index{server: server.apiserver})
-	seed := newPooledSecrets(server)
+	seed := driver.NewSecrets(server)
 	for _, r := range []*release.Release{named("edge", 1), named("edge", 2), named("other", 1)} {
 		if err := seed.Create("sh.helm.release.v1."+r.Name+".v"+strconv.Itoa(r.Version), r); err != nil {
 			t.Fatal(err)
@@ -73,9 +73,9 @@ func TestAbsencesAnswerAsTheAPIServerDoes(t *testing.T) {
 		{names.RecordNameLabel: "new", names.RecordOwnerLabel: names.RecordOwnerHelm, "status": "deployed"},
 		{names.RecordOwnerLabel: names.RecordOwnerHelm},
 	} {
-		fast := wrapAbsences(newPooledSecrets(server), absences, "team", false)
+		fast := wrapAbsences(driver.NewSecrets(server), absences, "team", false)
 		before := server.lists
-		want, wantErr := newPooledSecrets(server).Query(q)
+		want, wantErr := driver.NewSecrets(server).Query(q)
 		plainLists := server.lists - before
 		before = server.lists
 		got, gotErr := fast.Query(q)
@@ -113,20 +113,20 @@ func TestOwnWritesAndUninstallsReadTheAPIServer(t *testing.T) {
 	server := &countingServer{apiserver: &apiserver{objs: map[string]*corev1.Secret{}}}
 	lagging := &index{server: server.apiserver, stale: true}
 	absences := NewAbsences(lagging)
-	d := wrapAbsences(newPooledSecrets(server), absences, "team", false)
+	d := wrapAbsences(driver.NewSecrets(server), absences, "team", false)
 	if err := d.Create("sh.helm.release.v1.edge.v1", named("edge", 1)); err != nil {
 		t.Fatal(err)
 	}
-	next := wrapAbsences(newPooledSecrets(server), absences, "team", false)
+	next := wrapAbsences(driver.NewSecrets(server), absences, "team", false)
 	if got, err := next.Query(history("edge")); err != nil || len(got) != 1 {
 		t.Errorf("history of a release written here, index behind: %d records (%v), want 1", len(got), err)
 	}
 
 	// Written elsewhere and not in the index: only an uninstall sees it.
-	if err := newPooledSecrets(server).Create("sh.helm.release.v1.gone.v1", named("gone", 1)); err != nil {
+	if err := driver.NewSecrets(server).Create("sh.helm.release.v1.gone.v1", named("gone", 1)); err != nil {
 		t.Fatal(err)
 	}
-	uninstalling := wrapAbsences(newPooledSecrets(server), absences, "team", true)
+	uninstalling := wrapAbsences(driver.NewSecrets(server), absences, "team", true)
 	if got, err := uninstalling.Query(history("gone")); err != nil || len(got) != 1 {
 		t.Errorf("history read by an uninstall: %d records (%v), want 1", len(got), err)
 	}
@@ -146,12 +146,12 @@ func TestOwnWritesAndUninstallsReadTheAPIServer(t *testing.T) {
 // apiserver.
 func TestAStaleAbsenceRefusesTheAction(t *testing.T) {
 	server := &countingServer{apiserver: &apiserver{objs: map[string]*corev1.Secret{}}}
-	if err := newPooledSecrets(server).Create("sh.helm.release.v1.edge.v1", named("edge", 1)); err != nil {
+	if err := driver.NewSecrets(server).Create("sh.helm.release.v1.edge.v1", named("edge", 1)); err != nil {
 		t.Fatal(err)
 	}
 	before := server.objs["sh.helm.release.v1.edge.v1"].DeepCopy()
 	absences := NewAbsences(&index{server: server.apiserver, stale: true})
-	d := wrapAbsences(newPooledSecrets(server), absences, "team", false)
+	d := wrapAbsences(driver.NewSecrets(server), absences, "team", false)
 
 	if _, err := d.Query(history("edge")); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Fatalf("stale index: %v, want the (stale) answer that the release has no record", err)
@@ -173,7 +173,7 @@ func TestAStaleAbsenceRefusesTheAction(t *testing.T) {
 		t.Error("the existing record changed")
 	}
 
-	next := wrapAbsences(newPooledSecrets(server), absences, "team", false)
+	next := wrapAbsences(driver.NewSecrets(server), absences, "team", false)
 	if got, err := next.Query(history("edge")); err != nil || len(got) != 1 {
 		t.Errorf("the next action's history read: %d records (%v), want the existing one", len(got), err)
 	}

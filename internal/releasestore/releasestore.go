@@ -1,6 +1,5 @@
 // Package releasestore keeps Helm release records as helm-operator-plugins does (Secrets in the
-// custom resource's namespace, owned by it) but writes them with optimistic concurrency, and
-// with pooled compressors (encode.go).
+// custom resource's namespace, owned by it) but writes them with optimistic concurrency.
 //
 // Helm updates a record with whatever it last read, without a resourceVersion: the last writer
 // wins. That is harmless while one process acts on a release, which leader election ensures for
@@ -32,9 +31,8 @@ import (
 
 // Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns
 // every record written or deleted through it; absences, if not nil, answers the history reads of
-// releases without a record (absence.go); pooled encodes records with pooled compressors
-// (encode.go), else Helm's Secrets driver does.
-func Driver(own *ownwrites.Registry, absences *Absences, pooled bool) helmclient.ObjectToStorageDriverMapper {
+// releases without a record (absence.go).
+func Driver(own *ownwrites.Registry, absences *Absences) helmclient.ObjectToStorageDriverMapper {
 	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
@@ -45,11 +43,7 @@ func Driver(own *ownwrites.Registry, absences *Absences, pooled bool) helmclient
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 		versioned := Versioned(OwnedBy(secrets, obj.GetUID())).(*versioned)
 		versioned.namespace, versioned.own = obj.GetNamespace(), own
-		var d driver.Driver = driver.NewSecrets(versioned)
-		if pooled {
-			d = newPooledSecrets(versioned)
-		}
-		return wrapAbsences(d, absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
+		return wrapAbsences(driver.NewSecrets(versioned), absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
 	}
 }
 

@@ -49,7 +49,7 @@ func TestAStaleRecordCacheLeavesTheReleaseAlone(t *testing.T) {
 	actionsWith := func(absences *releasestore.Absences) helmclient.ActionInterface {
 		t.Helper()
 		configs, err := helmclient.NewActionConfigGetter(cfg, c.RESTMapper(),
-			helmclient.StorageDriverMapper(releasestore.Driver(nil, absences, true)))
+			helmclient.StorageDriverMapper(releasestore.Driver(nil, absences)))
 		if err != nil {
 			t.Fatal(err)
 		}

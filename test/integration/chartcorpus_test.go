@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/hack/manifests/manifestgen"
+	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/test/harness"

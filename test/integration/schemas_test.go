@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/hack/manifests/crdgen"
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/harness"
 )

@@ -305,7 +305,7 @@ func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := helmclient.NewActionClientGetter(helmconfig.New(configs, dc, nil, managedlabel.Value, reach.Policy{}))
+	base, err := helmclient.NewActionClientGetter(helmconfig.New(configs, dc, managedlabel.Value, reach.Policy{}))
 	if err != nil {
 		t.Fatal(err)
 	}

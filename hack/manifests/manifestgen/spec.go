@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/hack/manifests/crdgen"
+	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
 // specSchema is where a kind's spec schema comes from: the JSON schema document (nil for an
