@@ -1,12 +1,15 @@
-// Package actionclient builds the Helm action clients helm-operator-plugins' reconciler uses,
-// through its ActionClientGetter seam: a stack of layers over the plugins' own clients (Stack,
-// in stack.go, lists them and why each stands where it does). This file holds Observed, which
-// reports the outcome of every Helm action to observers: Kubernetes Events on the resource
-// (events.go) and Prometheus metrics (metrics.go), which the upstream reconciler lacks.
+// Package actionclient is what happens to a custom resource's Helm release: the action clients
+// helm-operator-plugins' reconciler uses, through its ActionClientGetter seam (New, client.go),
+// and the one function that decides, at every call the reconciler makes, what to do (Decide,
+// decide.go): claim, unlock, answer the upgrade check from digests (digest.go), render, hold for
+// the rollout's wave, upgrade, uninstall, wait for the objects to go. Every call that reaches
+// Helm is reported to Events (events.go) and metrics (metrics.go), which the upstream reconciler
+// lacks. Below it are the plugins' clients, one per rollback choice, each handing Helm a copy of
+// the chart (base.go).
 package actionclient
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,23 +18,23 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Action names a Helm action.
+// Action names a Helm action, and the reconciler's call a decision answers.
 type Action string
 
-// The actions the reconciler performs. Check is the server-side dry-run upgrade the reconciler
-// runs to decide whether an upgrade is needed; Reconcile restores drifted objects.
+// The actions. Client is the beginning of a reconcile (the action client is made); Check is the
+// dry-run upgrade the reconciler runs to decide whether an upgrade is needed; Reconcile
+// restores drifted objects.
 const (
+	Client    Action = "client"
 	Get       Action = "get"
+	Check     Action = "check"
 	Install   Action = "install"
 	Upgrade   Action = "upgrade"
-	Check     Action = "check"
 	Uninstall Action = "uninstall"
 	Reconcile Action = "reconcile"
-	Client    Action = "client" // creating the action client itself
 )
 
 // Outcome is what one Helm action did.
@@ -45,101 +48,52 @@ type Outcome struct {
 	Duration time.Duration
 }
 
-// Observer is told the outcome of every Helm action.
-type Observer interface {
-	Observe(Outcome)
+// UnlockedDescription begins the description of a revision that was unlocked (marked failed).
+const UnlockedDescription = "marked failed by myproxy-operator"
+
+// SoleWriter says when this process may be the only writer of a release, and so unlock one an
+// interrupted action left pending (the operator was killed mid-action, or lost its node): Helm
+// refuses every later action on such a release ("another operation is in progress"), so the
+// upstream reconciler would fail on it forever.
+//   - With leader election, while this replica holds the Lease: reconciles of one resource never
+//     overlap, and a former leader stops acting before its Lease can pass to another replica
+//     (the renew deadline is shorter than the lease duration; a leader that was paused instead
+//     is fenced by the operator's lease fence).
+//   - Without it (`make run`, several unelected replicas, a person's `helm upgrade`), once the
+//     pending revision is older than PendingAfter, which no honest action lasts: until then the
+//     reconcile fails with a message saying so, and retries with backoff.
+type SoleWriter struct {
+	// Leading reports whether this replica holds the leader Lease; nil without leader election.
+	Leading func() bool
+	// PendingAfter is how long a release must have been pending, without leader election,
+	// before it is taken as abandoned.
+	PendingAfter time.Duration
+	// Now is the wall clock (Helm records when an action began in wall-clock time).
+	Now func() time.Time
 }
 
-// Observed returns a getter whose action clients report every action to the observers.
-func Observed(next helmclient.ActionClientGetter, observers ...Observer) helmclient.ActionClientGetter {
-	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-		start := time.Now()
-		ac, err := next.ActionClientFor(ctx, obj)
-		if err != nil {
-			notify(observers, Outcome{Object: obj, Action: Client, Release: obj.GetName(), Err: err, Duration: time.Since(start)})
-			return nil, err
+// why returns why a release pending since `since` may be unlocked now, or an error saying why not.
+func (w SoleWriter) why(since time.Time) (string, error) {
+	if w.Leading != nil {
+		if w.Leading() {
+			return "this replica holds the leader Lease", nil
 		}
-		return &observedClient{ActionInterface: ac, obj: obj, observers: observers}, nil
-	})
-}
-
-func notify(observers []Observer, o Outcome) {
-	for _, ob := range observers {
-		ob.Observe(o)
+		return "", errors.New("this replica does not hold the leader Lease")
 	}
-}
-
-type observedClient struct {
-	helmclient.ActionInterface
-	obj       client.Object
-	observers []Observer
-}
-
-func (c *observedClient) report(action Action, name string, rel *release.Release, chrt *chart.Chart, err error, start time.Time) {
-	notify(c.observers, Outcome{Object: c.obj, Action: action, Release: name, Result: rel, Chart: chrt, Err: err,
-		Duration: time.Since(start)})
-}
-
-func (c *observedClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
-	start := time.Now()
-	rel, err := c.ActionInterface.Get(name, opts...)
-	c.report(Get, name, rel, nil, err, start)
-	return rel, err
-}
-
-func (c *observedClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any,
-	opts ...helmclient.InstallOption) (*release.Release, error) {
-	start := time.Now()
-	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	c.report(Install, name, rel, chrt, err, start)
-	return rel, err
-}
-
-func (c *observedClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
-	opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	start := time.Now()
-	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-	action := Upgrade
-	if isDryRun(opts) {
-		action = Check
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
 	}
-	c.report(action, name, rel, chrt, err, start)
-	return rel, err
-}
-
-func (c *observedClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	start := time.Now()
-	resp, err := c.ActionInterface.Uninstall(name, opts...)
-	var rel *release.Release
-	if resp != nil {
-		rel = resp.Release
+	age := now().Sub(since)
+	if age >= w.PendingAfter {
+		return fmt.Sprintf("leader election is off and it was pending for %s, longer than --unlock-pending-after %s",
+			age.Round(time.Second), w.PendingAfter), nil
 	}
-	c.report(Uninstall, name, rel, nil, err, start)
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
-		// ("no release provided") do not say what is at stake.
-		err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
-			"its objects, until an uninstall succeeds: %w", name, err)
-	}
-	return resp, err
-}
-
-func (c *observedClient) Reconcile(rel *release.Release) error {
-	start := time.Now()
-	err := c.ActionInterface.Reconcile(rel)
-	c.report(Reconcile, rel.Name, rel, nil, err, start)
-	return err
+	return "", fmt.Errorf("leader election is off, so another process may be acting on it; it is taken as "+
+		"abandoned once pending for --unlock-pending-after %s (now %s)", w.PendingAfter, age.Round(time.Second))
 }
 
 // isDryRun applies the upgrade options to a scratch action to learn whether this is a dry run.
-// named returns rel when it is the release called name (what a Get before returned), else nil.
-func named(rel *release.Release, name string) *release.Release {
-	if rel != nil && rel.Name != name {
-		return nil
-	}
-	return rel
-}
-
 func isDryRun(opts []helmclient.UpgradeOption) bool {
 	var u action.Upgrade
 	for _, o := range opts {
@@ -148,4 +102,15 @@ func isDryRun(opts []helmclient.UpgradeOption) bool {
 		}
 	}
 	return u.DryRun
+}
+
+// valuesDiffer reports whether two sets of values differ, as JSON (a release's values are
+// read back from JSON, where every number is a float).
+func valuesDiffer(deployed, next map[string]any) bool {
+	if len(deployed) == 0 && len(next) == 0 {
+		return false
+	}
+	a, errA := json.Marshal(deployed)
+	b, errB := json.Marshal(next)
+	return errA != nil || errB != nil || string(a) != string(b)
 }

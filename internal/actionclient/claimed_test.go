@@ -9,9 +9,11 @@ import (
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/shard"
@@ -35,6 +37,10 @@ type installs struct {
 	n int
 }
 
+func (i *installs) Get(string, ...helmclient.GetOption) (*release.Release, error) {
+	return nil, driver.ErrReleaseNotFound
+}
+
 func (i *installs) Install(string, string, *chart.Chart, map[string]any, ...helmclient.InstallOption) (*release.Release, error) {
 	i.n++
 	return &release.Release{}, nil
@@ -56,12 +62,10 @@ func claimedOver(base *installs, s shard.Shard, claims *shard.Claims, w client.W
 }
 
 func claimedWith(base *installs, s shard.Shard, claims *shard.Claims, w client.Writer, running shard.Liveness) helmclient.ActionClientGetter {
-	return Claimed(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return base, nil
-	}), s, claims, w, running)
+	return New(getterOf(base), Options{Shard: s, Claims: claims, Writer: w, Running: running, Recorder: record.NewFakeRecorder(100)})
 }
 
-func TestClaimedActsOnlyOnWhatThisShardClaimed(t *testing.T) {
+func TestAReconcileActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 	a := shard.Shard{Name: "a", Fleet: []string{"a", "b"}}
 	for _, tc := range []struct {
 		name      string
@@ -114,7 +118,7 @@ func runs(live map[string]bool) shard.Liveness {
 	return func(_ context.Context, id string) (bool, error) { return live[id], nil }
 }
 
-func TestClaimedStartsNothingAfterAHandover(t *testing.T) {
+func TestAReconcileStartsNothingAfterAHandover(t *testing.T) {
 	a := shard.Shard{Name: "a", Fleet: []string{"a"}}
 	claims, base := shard.NewClaims(), &installs{}
 	ac, err := claimedOver(base, a, claims, &updates{}).ActionClientFor(context.Background(), crOwnedBy("a"))
@@ -145,10 +149,13 @@ func TestClaimedStartsNothingAfterAHandover(t *testing.T) {
 	}
 }
 
-func TestNotShardedIsTheNextGetter(t *testing.T) {
+func TestNotShardedClaimsNothing(t *testing.T) {
 	w, base := &updates{}, &installs{}
-	ac, err := claimedOver(base, shard.Shard{}, shard.NewClaims(), w).ActionClientFor(context.Background(), crOwnedBy("b"))
-	if err != nil || ac != helmclient.ActionInterface(base) || len(w.owners) > 0 {
-		t.Errorf("not sharded: client %T, error %v, claims %v", ac, err, w.owners)
+	ac, err := claimedOver(base, shard.Shard{}, nil, w).ActionClientFor(context.Background(), crOwnedBy("b"))
+	if err != nil || len(w.owners) > 0 {
+		t.Fatalf("not sharded: error %v, claims %v", err, w.owners)
+	}
+	if _, err := ac.Install("p", "ns", nil, nil); err != nil || base.n != 1 {
+		t.Errorf("install: %v, %d reached Helm", err, base.n)
 	}
 }

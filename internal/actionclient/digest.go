@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,19 +12,16 @@ import (
 	"strconv"
 	"sync"
 
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
-// Release labels written by the digesting client:
+// Release labels written with every install and upgrade:
 //   - DigestLabel: the digest of every input the revision was rendered from (rendering code,
 //     chart, values, the capabilities the chart reads);
 //   - ChartDigestLabel: the digest of the rendering code and the chart alone;
@@ -40,224 +36,95 @@ const (
 	RevisionLabel    = "myproxy-operator.gateway.example.com/revision"
 )
 
-// LookupTracker follows the objects renderings read (renderinputs.Tracker).
+// LookupTracker wakes a custom resource when an object its rendering read through `lookup`
+// changes (renderinputs.Tracker).
 type LookupTracker interface {
-	Unchanged(ctx context.Context, reads []renderinputs.Read) bool
 	Follow(ctx context.Context, cr renderinputs.CR, reads []renderinputs.Read) error
 	Forget(cr renderinputs.CR)
 }
 
-// DigestOptions configure Digested.
-type DigestOptions struct {
-	// Lookups follows what renderings read through `lookup`; without it, a release whose
-	// rendering read anything is rendered again at every reconcile.
+// Digests answers "is an upgrade needed?" from digests of everything a rendering reads, as
+// Flux's helm-controller does, instead of a dry-run upgrade on every reconcile. One serves
+// every reconcile of a kind.
+//
+// Every install and upgrade records the digest of all it was rendered from (package
+// renderinputs) in release labels. The deployed revision is known to render from the inputs at
+// hand when it carries the same digest (or this process saw it render them) and its rendering
+// looked nothing up: a rendering that read objects through `lookup` is rendered again at every
+// check, and those objects are followed (Lookups), so that a change of one wakes its custom
+// resource. The chart digest tells an upgrade that a new chart or new rendering code brought
+// from one a spec change brought (the rollout's waves hold the former).
+type Digests struct {
+	// Lookups follows what renderings read through `lookup`.
 	Lookups LookupTracker
-	// DryRunOption is Helm's dry-run mode for the reconciler's "is an upgrade needed?" check
-	// (watches.yaml dryRunOption); empty keeps the reconciler's ("server").
-	DryRunOption string
 	// Stamp is what the operator adds to every rendered object beyond the chart: the managed
 	// label value (package managedlabel), which names the shard. A rendering depends on it.
 	Stamp string
-	// Memo holds what is remembered per custom resource; nil: a memo of its own.
-	Memo *Memo
-}
 
-// Memo is what Digested remembers per custom resource (the rendering its release is known to
-// be), shared by every reconcile of one kind. Uninstalls forget their resource; the owner of
-// the memo forgets a resource that went without one (Forget).
-type Memo struct {
 	charts sync.Map // *chart.Chart -> chartInfo
-	known  sync.Map // renderinputs.CR -> knownRendering
+	known  sync.Map // shard.Key -> knownRendering
 }
 
-// Forget drops what is remembered of a custom resource.
-func (m *Memo) Forget(cr renderinputs.CR) { m.known.Delete(cr) }
-
-// Len returns the number of custom resources remembered.
-func (m *Memo) Len() int {
-	n := 0
-	m.known.Range(func(any, any) bool { n++; return true })
-	return n
-}
-
-// Digested returns a getter whose action clients decide "is an upgrade needed?" from digests,
-// as Flux's helm-controller does, instead of a dry-run upgrade on every reconcile.
-//
-// The reconciler runs a dry-run upgrade before each reconcile of an installed release and
-// compares manifests. That renders the chart, reads the release history several times and
-// costs most of a reconcile's CPU. Every install and upgrade here records the digest of all it
-// was rendered from (package renderinputs) in release labels, and the objects its rendering
-// looked up are followed. When the deployed revision is known to render from the inputs at
-// hand (same digest, and every looked-up object as the rendering saw it), the dry run is
-// answered with that revision, which the reconciler reads as "unchanged"; drift of the objects
-// is still corrected. Otherwise the dry run runs; when it renders the deployed manifest, that
-// is remembered for the new inputs, so the next reconcile is answered again.
-//
-// The chart digest also tells an upgrade that a new chart or new rendering code brought (an
-// operator upgrade) from one that a spec change brought. The former wait for Rollout, so that
-// a new chart rolls through a fleet at a bounded rate instead of restarting every proxy at once.
-func Digested(next helmclient.ActionClientGetter, o DigestOptions) helmclient.ActionClientGetter {
-	if o.Memo == nil {
-		o.Memo = &Memo{}
-	}
-	shared := &digestState{opts: o, Memo: o.Memo}
-	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-		ac, err := next.ActionClientFor(ctx, obj)
-		if err != nil {
-			return nil, err
-		}
-		return &digestingClient{ActionInterface: ac, shared: shared, ctx: ctx, cr: crOf(obj)}, nil
-	})
-}
-
-func crOf(obj client.Object) renderinputs.CR {
-	if obj == nil {
-		return renderinputs.CR{}
-	}
-	return renderinputs.CR{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
-}
-
-// digestState is shared by every reconcile of one kind.
-type digestState struct {
-	opts DigestOptions
-	*Memo
-}
-
-// knownRendering: revision Version of the custom resource's release is what the inputs with
-// Digest render, as long as the objects in Reads are as they were.
+// knownRendering: revision Version of a custom resource's release is what the inputs with
+// Digest render.
 type knownRendering struct {
 	Version int
 	Digest  string
-	Reads   []renderinputs.Read
 }
 
-// digestingClient serves one reconcile of one resource.
-type digestingClient struct {
-	helmclient.ActionInterface
-	shared *digestState
-	ctx    context.Context // the reconcile's
-	cr     renderinputs.CR
-	// last is what the last Get returned, until an action changes the release. The reconciler
-	// reads the release two or three times in a row; each read lists its revisions.
-	last *release.Release
-}
+// digests of one rendering: of all its inputs, and of the rendering code and chart alone.
+type digests struct{ all, chart string }
 
-func (c *digestingClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
-	if c.last != nil && c.last.Name == name && len(opts) == 0 {
-		return c.last, nil
+// Forget drops what is remembered of a custom resource.
+func (d *Digests) Forget(key shard.Key) {
+	if d == nil {
+		return
 	}
-	rel, err := c.ActionInterface.Get(name, opts...)
-	c.last = nil
-	if err == nil && len(opts) == 0 {
-		c.last = rel
-	}
-	return rel, err
-}
-
-func (c *digestingClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	c.last = nil
-	resp, err := c.ActionInterface.Uninstall(name, opts...)
-	if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
-		c.forget()
-	}
-	return resp, err
-}
-
-func (c *digestingClient) forget() {
-	c.shared.known.Delete(c.cr)
-	if c.shared.opts.Lookups != nil {
-		c.shared.opts.Lookups.Forget(c.cr)
+	d.known.Delete(key)
+	if d.Lookups != nil {
+		d.Lookups.Forget(renderinputs.CR(key))
 	}
 }
 
-func (c *digestingClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any,
-	opts ...helmclient.InstallOption) (*release.Release, error) {
-	c.last = nil
-	d, ok := c.digest(chrt, vals)
-	if !ok {
-		c.forget()
-		return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	}
-	withLabels, rec := c.startRecording(d, 1) // an install is always revision 1
-	opts = append(opts, func(i *action.Install) error { i.Labels = withLabels(i.Labels); return nil })
-	rel, err := c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-	c.rendered(rel, err, d, rec)
-	return rel, err
+// Len returns the number of custom resources remembered.
+func (d *Digests) Len() int {
+	n := 0
+	d.known.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
-func (c *digestingClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
-	opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	cur := named(c.last, name)
-	dryRun := isDryRun(opts)
-	if !dryRun {
-		c.last = nil
+// of returns the digests of a rendering of chrt with vals on c's Configuration; false when
+// there are none (no Digests, a chart that cannot be analysed, values that cannot be encoded).
+func (d *Digests) of(c *reconcileClient, chrt *chart.Chart, vals map[string]any) (digests, bool) {
+	if d == nil {
+		return digests{}, false
 	}
-	d, ok := c.digest(chrt, vals)
-	if !ok {
-		c.forget()
-		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	info := d.chartInfo(chrt)
+	valuesJSON, err := json.Marshal(vals) // map keys are encoded sorted
+	if info.err != nil || err != nil {
+		return digests{}, false
 	}
-	if dryRun {
-		return c.check(cur, d, func(extra ...helmclient.UpgradeOption) (*release.Release, error) {
-			return c.ActionInterface.Upgrade(name, namespace, chrt, vals, append(opts, extra...)...)
-		})
+	var caps *chartutil.Capabilities
+	if cfg := c.Config(); cfg != nil {
+		caps = cfg.Capabilities
 	}
-	next := 0 // unknown: the labels will not be trusted
-	if cur != nil {
-		next = cur.Version + 1 // Helm's next revision follows the last, which the reconciler read
-	}
-	withLabels, rec := c.startRecording(d, next)
-	opts = append(opts, func(u *action.Upgrade) error { u.Labels = withLabels(u.Labels); return nil })
-	rel, err := c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-	c.rendered(rel, err, d, rec)
-	return rel, err
+	h := sha256.New()
+	_, _ = io.WriteString(h, info.sum+"\x00")
+	_, _ = io.WriteString(h, d.Stamp+"\x00")
+	_, _ = io.WriteString(h, renderinputs.CapabilitiesDigestInput(caps, info.use.Reads(valuesJSON))+"\x00")
+	_, _ = h.Write(valuesJSON)
+	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
+	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: info.sum[:32]}, true
 }
 
-// check answers the reconciler's dry-run upgrade: with the deployed revision when it is known
-// to render from these inputs, else with a real dry run (dryRun).
-func (c *digestingClient) check(cur *release.Release, d digests,
-	dryRun func(...helmclient.UpgradeOption) (*release.Release, error)) (*release.Release, error) {
-	deployed := cur != nil && cur.Info != nil && cur.Info.Status == release.StatusDeployed
-	if deployed && c.knows(cur, d) {
-		return cur, nil
+// knows reports whether cur is known to render from the inputs with digests dg.
+func (d *Digests) knows(key shard.Key, cur *release.Release, dg digests) bool {
+	if v, ok := d.known.Load(key); ok && v.(knownRendering).Version == cur.Version {
+		return v.(knownRendering).Digest == dg.all
 	}
-	var extra []helmclient.UpgradeOption
-	if o := c.shared.opts.DryRunOption; o != "" {
-		extra = append(extra, func(u *action.Upgrade) error { u.DryRunOption = o; return nil })
-	}
-	rec := renderinputs.RecorderOf(c.Config())
-	if rec != nil {
-		rec.Start()
-	}
-	rel, err := dryRun(extra...)
-	if err != nil || !deployed || rel == nil || rel.Manifest != cur.Manifest || rec == nil {
-		return rel, err
-	}
-	// The deployed revision is what these inputs render: remember it, and say so in its
-	// labels, so that a restarted operator knows it too when nothing was looked up.
-	reads := rec.Reads()
-	c.remember(cur.Version, d, reads)
-	if cur.Labels[DigestLabel] != d.all || cur.Labels[ChartDigestLabel] != d.chart || !ownLabels(cur) {
-		c.relabel(cur, d, reads)
-	}
-	return rel, nil
-}
-
-// knows reports whether cur is known to render from the inputs with digests d.
-func (c *digestingClient) knows(cur *release.Release, d digests) bool {
-	if v, ok := c.shared.known.Load(c.cr); ok {
-		k := v.(knownRendering)
-		if k.Version == cur.Version && k.Digest == d.all {
-			return len(k.Reads) == 0 || (c.shared.opts.Lookups != nil && c.shared.opts.Lookups.Unchanged(c.ctx, k.Reads))
-		}
-		if k.Version == cur.Version {
-			return false
-		}
-	}
-	// Not seen by this process: the labels tell, unless the rendering looked anything up
-	// (what it read is known only to the process that rendered it).
-	if ownLabels(cur) && cur.Labels[DigestLabel] == d.all && cur.Labels[LookupsLabel] == "0" {
-		c.shared.known.Store(c.cr, knownRendering{Version: cur.Version, Digest: d.all})
+	// Not seen by this process: the labels tell, unless the rendering looked anything up.
+	if ownLabels(cur) && cur.Labels[DigestLabel] == dg.all && cur.Labels[LookupsLabel] == "0" {
+		d.known.Store(key, knownRendering{Version: cur.Version, Digest: dg.all})
 		return true
 	}
 	return false
@@ -268,73 +135,109 @@ func ownLabels(cur *release.Release) bool {
 	return cur.Labels[RevisionLabel] == strconv.Itoa(cur.Version)
 }
 
-func (c *digestingClient) remember(version int, d digests, reads []renderinputs.Read) {
-	if len(reads) > 0 {
-		if c.shared.opts.Lookups == nil {
-			return // nobody would tell when they change
+// remember records that revision version renders from dg, having read reads: known when it
+// read nothing, else followed.
+func (d *Digests) remember(c *reconcileClient, version int, dg digests, reads []renderinputs.Read) {
+	if len(reads) == 0 {
+		if d.Lookups != nil {
+			d.Lookups.Forget(renderinputs.CR(c.key))
 		}
-		if err := c.shared.opts.Lookups.Follow(c.ctx, c.cr, reads); err != nil {
-			logf.FromContext(c.ctx).Error(err, "cannot follow what the rendering looked up; it is rendered again at every reconcile")
-			c.forget()
-			return
-		}
-	} else if c.shared.opts.Lookups != nil {
-		c.shared.opts.Lookups.Forget(c.cr)
-	}
-	c.shared.known.Store(c.cr, knownRendering{Version: version, Digest: d.all, Reads: reads})
-}
-
-// relabel records new digests on a revision proven to render from them. A failure costs only
-// another dry run after a restart.
-func (c *digestingClient) relabel(cur *release.Release, d digests, reads []renderinputs.Read) {
-	rel := *cur
-	rel.Labels = mergeLabels(cur.Labels, digestLabels(d, len(reads), cur.Version))
-	if err := c.Config().Releases.Update(&rel); err != nil {
-		logf.FromContext(c.ctx).V(1).Info("cannot record the new digest on the release", "error", err.Error())
+		d.known.Store(c.key, knownRendering{Version: version, Digest: dg.all})
 		return
 	}
-	c.last = &rel
+	d.known.Delete(c.key)
+	if d.Lookups == nil {
+		return
+	}
+	if err := d.Lookups.Follow(c.ctx, renderinputs.CR(c.key), reads); err != nil {
+		logf.FromContext(c.ctx).Error(err, "cannot follow what the rendering looked up; a change of it wakes nothing")
+	}
 }
 
-// startRecording starts recording what an action's rendering reads, and returns what sets the
-// labels of the revision it writes. The count of lookups in those labels follows the recording:
-// Helm keeps the labels map in the release it renders (install), or reads it after rendering
-// (upgrade), and stores the record after rendering either way.
-func (c *digestingClient) startRecording(d digests, revision int) (func(map[string]string) map[string]string, *renderinputs.Recorder) {
-	rec := renderinputs.RecorderOf(c.Config())
-	if rec == nil {
-		return func(labels map[string]string) map[string]string {
-			out := mergeLabels(labels, digestLabels(d, 0, revision))
-			out[LookupsLabel] = "unknown"
-			return out
-		}, nil
+// provenDigests are digests a dry run proved the deployed revision renders, to be written on
+// its record when they are not there yet.
+type provenDigests struct {
+	rel    *release.Release
+	labels map[string]string
+}
+
+// prove remembers that cur renders from dg (a dry run rendered its manifest, reading reads),
+// and returns the labels to record on it, nil when it carries them.
+func (d *Digests) prove(c *reconcileClient, cur *release.Release, dg digests, reads []renderinputs.Read) *provenDigests {
+	d.remember(c, cur.Version, dg, reads)
+	want := digestLabels(dg, len(reads), cur.Version)
+	if cur.Labels[DigestLabel] == want[DigestLabel] && cur.Labels[ChartDigestLabel] == want[ChartDigestLabel] &&
+		cur.Labels[LookupsLabel] == want[LookupsLabel] && ownLabels(cur) {
+		return nil
 	}
-	rec.Start()
-	return func(labels map[string]string) map[string]string {
-		out := mergeLabels(labels, digestLabels(d, 0, revision))
-		rec.OnRead(func(n int) { out[LookupsLabel] = strconv.Itoa(n) })
+	return &provenDigests{rel: cur, labels: want}
+}
+
+// record writes proven digests on the release record, so that a restarted operator knows them
+// too. A failure costs only another dry run after a restart.
+func (d *Digests) record(c *reconcileClient, p *provenDigests) {
+	if d == nil || p == nil {
+		return
+	}
+	rel := *p.rel
+	rel.Labels = mergeLabels(p.rel.Labels, p.labels)
+	if err := c.during(func() error { return c.Config().Releases.Update(&rel) }); err != nil {
+		logf.FromContext(c.ctx).V(1).Info("cannot record the digests proven on the release", "error", err.Error())
+	}
+}
+
+// recording is what one install or upgrade records: its digests and what its rendering reads.
+type recording struct {
+	dg       digests
+	revision int
+	reads    *renderinputs.Recorder // nil: the configuration records nothing
+}
+
+// recording starts recording what an action's rendering reads; nil without digests.
+func (d *Digests) recording(c *reconcileClient, chrt *chart.Chart, vals map[string]any, revision int) *recording {
+	dg, ok := d.of(c, chrt, vals)
+	if !ok {
+		d.Forget(c.key)
+		return nil
+	}
+	r := &recording{dg: dg, revision: revision, reads: renderinputs.RecorderOf(c.Config())}
+	if r.reads != nil {
+		r.reads.Start()
+	}
+	return r
+}
+
+// labels returns the labels of the revision the action writes. The count of lookups follows the
+// rendering: Helm keeps the labels map in the release it renders (install), or reads it after
+// rendering (upgrade), and stores the record after rendering either way.
+func (r *recording) labels(labels map[string]string) map[string]string {
+	out := mergeLabels(labels, digestLabels(r.dg, 0, r.revision))
+	if r.reads == nil {
+		out[LookupsLabel] = "unknown"
 		return out
-	}, rec
+	}
+	r.reads.OnRead(func(n int) { out[LookupsLabel] = strconv.Itoa(n) })
+	return out
 }
 
 // rendered remembers what an install or upgrade rendered from.
-func (c *digestingClient) rendered(rel *release.Release, err error, d digests, rec *renderinputs.Recorder) {
-	if rec != nil {
-		rec.OnRead(nil)
-	}
-	if err != nil || rel == nil || rec == nil {
-		c.shared.known.Delete(c.cr)
+func (d *Digests) rendered(c *reconcileClient, r *recording, rel *release.Release, err error) {
+	if d == nil || r == nil {
 		return
 	}
-	c.remember(rel.Version, d, rec.Reads())
+	if r.reads != nil {
+		r.reads.OnRead(nil)
+	}
+	if err != nil || rel == nil || r.reads == nil {
+		d.known.Delete(c.key)
+		return
+	}
+	d.remember(c, rel.Version, r.dg, r.reads.Reads())
 }
 
 // ChartDigest is the digest of a chart and of the rendering code, as releases rendered from them
 // carry it in ChartDigestLabel.
 func ChartDigest(chrt *chart.Chart) string { return digestChart(chrt)[:32] }
-
-// digests of one rendering: of all its inputs, and of the rendering code and chart alone.
-type digests struct{ all, chart string }
 
 func digestLabels(d digests, lookups, revision int) map[string]string {
 	return map[string]string{DigestLabel: d.all, ChartDigestLabel: d.chart, LookupsLabel: strconv.Itoa(lookups),
@@ -350,30 +253,6 @@ func mergeLabels(labels, add map[string]string) map[string]string {
 	return out
 }
 
-// digest of the inputs of a rendering of chrt with vals on this client's Configuration; false
-// when the chart cannot be analysed or the values cannot be encoded.
-func (c *digestingClient) digest(chrt *chart.Chart, vals map[string]any) (digests, bool) {
-	info := c.shared.chartInfo(chrt)
-	if info.err != nil {
-		return digests{}, false
-	}
-	valuesJSON, err := json.Marshal(vals) // map keys are encoded sorted
-	if err != nil {
-		return digests{}, false
-	}
-	var caps *chartutil.Capabilities
-	if cfg := c.Config(); cfg != nil {
-		caps = cfg.Capabilities
-	}
-	h := sha256.New()
-	_, _ = io.WriteString(h, info.sum+"\x00")
-	_, _ = io.WriteString(h, c.shared.opts.Stamp+"\x00")
-	_, _ = io.WriteString(h, renderinputs.CapabilitiesDigestInput(caps, info.use.Reads(valuesJSON))+"\x00")
-	_, _ = h.Write(valuesJSON)
-	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
-	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: info.sum[:32]}, true
-}
-
 // chartInfo is what a loaded chart contributes to digests; the reconciler loads its chart once.
 type chartInfo struct {
 	sum string // of the rendering code and every file of the chart
@@ -381,13 +260,13 @@ type chartInfo struct {
 	err error
 }
 
-func (s *digestState) chartInfo(chrt *chart.Chart) chartInfo {
-	if v, ok := s.charts.Load(chrt); ok {
+func (d *Digests) chartInfo(chrt *chart.Chart) chartInfo {
+	if v, ok := d.charts.Load(chrt); ok {
 		return v.(chartInfo)
 	}
 	use, err := renderinputs.AnalyseChart(chrt)
 	info := chartInfo{sum: digestChart(chrt), use: use, err: err}
-	s.charts.Store(chrt, info)
+	d.charts.Store(chrt, info)
 	return info
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/renderinputs"
@@ -116,21 +117,34 @@ func testChart(template string) *chart.Chart {
 
 func digestedClient(t *testing.T, fake *recordingClient) helmclient.ActionInterface {
 	t.Helper()
-	return digestedClientWith(t, fake, DigestOptions{})
+	return digestedClientWith(t, fake, testOptions{})
+}
+
+// testOptions are what a test chooses of a getter: its Digests' lookups and stamp, and the
+// check's dry-run option.
+type testOptions struct {
+	Lookups             LookupTracker
+	Stamp, DryRunOption string
 }
 
 // digestedClientWith returns the action client of one reconcile. Each call stands for a new
 // operator process: it knows only what the release labels say.
-func digestedClientWith(t *testing.T, fake *recordingClient, o DigestOptions) helmclient.ActionInterface {
+func digestedClientWith(t *testing.T, fake *recordingClient, o testOptions) helmclient.ActionInterface {
 	t.Helper()
 	return reconcileOf(t, digesterOf(fake, o))
 }
 
-// digesterOf returns a Digested getter over ac: a new one stands for a new operator process.
-func digesterOf(ac helmclient.ActionInterface, o DigestOptions) helmclient.ActionClientGetter {
-	return Digested(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
+// digesterOf returns a getter with digests over ac: a new one stands for a new operator process.
+func digesterOf(ac helmclient.ActionInterface, o testOptions) helmclient.ActionClientGetter {
+	return New(getterOf(ac), Options{Digests: &Digests{Lookups: o.Lookups, Stamp: o.Stamp}, DryRunOption: o.DryRunOption,
+		Recorder: record.NewFakeRecorder(1000)})
+}
+
+// getterOf hands out ac for every resource.
+func getterOf(ac helmclient.ActionInterface) helmclient.ActionClientGetter {
+	return helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
 		return ac, nil
-	}), o)
+	})
 }
 
 // The custom resource of the tests.
@@ -142,7 +156,6 @@ var (
 // reconcileOf returns the action client of one reconcile of custom resource ns/p.
 func reconcileOf(t *testing.T, getter helmclient.ActionClientGetter) helmclient.ActionInterface {
 	t.Helper()
-	// A reconcile's context ends; a wait for the rollout rate must end with it.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
 	cr := &unstructured.Unstructured{}
@@ -172,7 +185,7 @@ func dryRunsOf(t *testing.T, getter helmclient.ActionClientGetter, fake *recordi
 // dryRunsOfAReconcile is dryRunsOf in a new operator process.
 func dryRunsOfAReconcile(t *testing.T, fake *recordingClient, chrt *chart.Chart, vals map[string]any) int {
 	t.Helper()
-	return dryRunsOf(t, digesterOf(fake, DigestOptions{}), fake, chrt, vals)
+	return dryRunsOf(t, digesterOf(fake, testOptions{}), fake, chrt, vals)
 }
 
 func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
@@ -220,13 +233,13 @@ func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
 func TestDigestSeesTheStamp(t *testing.T) {
 	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
 	fake := &recordingClient{}
-	if _, err := digestedClientWith(t, fake, DigestOptions{Stamp: "a"}).Install("p", "ns", chrt, vals); err != nil {
+	if _, err := digestedClientWith(t, fake, testOptions{Stamp: "a"}).Install("p", "ns", chrt, vals); err != nil {
 		t.Fatal(err)
 	}
-	if n := dryRunsOf(t, digesterOf(fake, DigestOptions{Stamp: "a"}), fake, chrt, vals); n != 0 {
+	if n := dryRunsOf(t, digesterOf(fake, testOptions{Stamp: "a"}), fake, chrt, vals); n != 0 {
 		t.Errorf("same shard: dry runs = %d, want 0", n)
 	}
-	if n := dryRunsOf(t, digesterOf(fake, DigestOptions{Stamp: "b"}), fake, chrt, vals); n != 1 {
+	if n := dryRunsOf(t, digesterOf(fake, testOptions{Stamp: "b"}), fake, chrt, vals); n != 1 {
 		t.Errorf("another shard: dry runs = %d, want 1", n)
 	}
 }
@@ -247,8 +260,8 @@ func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 	_, _ = digestedClient(t, fake).Install("p", "ns", chrt, map[string]any{"replicas": 1})
 	first := fake.labels[DigestLabel]
 
-	ac := digestedClient(t, fake)
 	fake.gets = 0
+	ac := digestedClient(t, fake)
 	_, _ = ac.Get("p")
 	_, _ = ac.Get("p")
 	if fake.gets != 1 {
@@ -271,7 +284,7 @@ func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 func TestLabelsCopiedIntoAHandMadeRevisionAreNotTrusted(t *testing.T) {
 	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
 	fake := &recordingClient{}
-	getter := digesterOf(fake, DigestOptions{})
+	getter := digesterOf(fake, testOptions{})
 	if _, err := reconcileOf(t, getter).Install("p", "ns", chrt, vals); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +296,7 @@ func TestLabelsCopiedIntoAHandMadeRevisionAreNotTrusted(t *testing.T) {
 	fake.rel = &handMade
 	for name, g := range map[string]helmclient.ActionClientGetter{
 		"same process": getter,
-		"new process":  digesterOf(fake, DigestOptions{}),
+		"new process":  digesterOf(fake, testOptions{}),
 	} {
 		if n := dryRunsOf(t, g, fake, chrt, vals); n != 1 {
 			t.Errorf("%s: dry runs = %d, want 1: the hand-made revision was taken for the operator's", name, n)

@@ -20,7 +20,7 @@ type Events struct {
 	Recorder record.EventRecorder
 }
 
-// Observe implements Observer.
+// Observe records the outcome of one Helm action.
 func (e Events) Observe(o Outcome) {
 	warn := func(reason, format string, args ...any) {
 		e.Recorder.Eventf(o.Object, corev1.EventTypeWarning, reason, format, args...)

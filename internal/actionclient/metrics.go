@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Observe implements Observer.
+// Observe records the outcome of one Helm action.
 func (m *Metrics) Observe(o Outcome) {
 	notFound := errors.Is(o.Err, driver.ErrReleaseNotFound)
 	result := "success"

@@ -7,11 +7,11 @@ import (
 
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/release"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// gateCalls records what Waved asks and tells a gate.
+// gateCalls records what a reconcile asks and tells a gate.
 type gateCalls struct {
 	hold               bool
 	asked              []bool // specChanged of each Hold
@@ -31,17 +31,15 @@ func (g *gateCalls) Upgraded(_ client.Object, err error) {
 
 func wavedOver(t *testing.T, fake *recordingClient, gate WaveGate) helmclient.ActionInterface {
 	t.Helper()
-	getter := Waved(helmclient.ActionClientGetterFunc(func(context.Context, client.Object) (helmclient.ActionInterface, error) {
-		return fake, nil
-	}), gate)
-	ac, err := getter.ActionClientFor(context.Background(), &unstructured.Unstructured{})
+	getter := New(getterOf(fake), Options{Waves: gate, Recorder: record.NewFakeRecorder(100)})
+	ac, err := getter.ActionClientFor(context.Background(), crOwnedBy(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ac
 }
 
-func TestWavedAnswersAHeldCheckWithTheDeployedRelease(t *testing.T) {
+func TestAHeldCheckIsAnsweredWithTheDeployedRelease(t *testing.T) {
 	deployed := &release.Release{Name: "p", Version: 1, Manifest: "deployed", Config: map[string]any{"replicas": float64(2)},
 		Info: &release.Info{Status: release.StatusDeployed}}
 	gate := &gateCalls{hold: true}
@@ -102,7 +100,7 @@ func TestWavedAnswersAHeldCheckWithTheDeployedRelease(t *testing.T) {
 
 // An install decides its resource for the gate: the first wave waits for every resource of the
 // fleet to be decided, and one installed since the start may not be reconciled again.
-func TestWavedTellsTheGateAnInstallIsUpToDate(t *testing.T) {
+func TestAnInstallTellsTheGateItIsUpToDate(t *testing.T) {
 	gate := &gateCalls{}
 	ac := wavedOver(t, &recordingClient{}, gate)
 	if _, err := ac.Install("p", "ns", nil, nil); err != nil {

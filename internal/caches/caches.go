@@ -4,6 +4,9 @@
 // manager's cache is built by Manager, every other one by New from a Side; docs/architecture.md
 // shows Table as Markdown renders it, and a test keeps the two equal.
 //
+// The event filters (eventfilter.go) and the operator's own writes they tell apart
+// (ownwrites.go) are here too.
+//
 // A change to what the operator holds in memory, or to which events wake a reconcile, belongs
 // here: a new cache is a Side (and a row of Table), a new kind in the manager's cache falls in
 // one of its two declared classes (the custom resources, or release objects selected by the

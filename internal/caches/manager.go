@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/shard"
 )
@@ -20,7 +19,7 @@ var managerEntries = []Entry{
 	{
 		Cache: "manager", Holds: "the custom resources of every watched kind",
 		Selected: "the watch's selector and this shard's (package shard)", Keeps: "all but managed fields",
-		Events: "all, but additions and updates of resources another shard claims, which are held back",
+		Events: "all but updates of status only or an added finalizer (the status controller watches the same informers unfiltered), and additions and updates of resources another shard claims, which are held back",
 		ReadBy: "the Helm reconciler, the status controller, the client's reads of custom resources",
 	},
 	{
@@ -37,22 +36,21 @@ var managerEntries = []Entry{
 // Of the kinds releases render, it holds only release objects: without that, watching all
 // namespaces would cache every ConfigMap of the cluster.
 //
-// The events are helm-operator-plugins' own: every update of a custom resource reaches the Helm
-// reconciler, but for those of a resource another shard claims (which sharding holds back), and
-// release objects follow the plugins' dependent predicate (an update of status and
-// resourceVersion only is ignored).
+// Custom resources are filtered by CustomResources (another shard's, and updates of
+// status only); release objects follow the plugins' dependent predicate (an update of status
+// and resourceVersion only is ignored).
 func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Shard) (cache.Options, cache.NewCacheFunc) {
 	// Secrets are release objects like any other kind: a chart's Secret carries the managed
 	// label, and hand edits of it are set back. Release records and every other Secret carry
 	// none; records are watched through a cache of their metadata (ReleaseRecords), as are the
 	// Secrets that values name (SecretMetadata).
 	byObject := map[client.Object]cache.ByObject{}
-	filters := map[schema.GroupVersionKind]eventfilter.Filter{}
+	filters := map[schema.GroupVersionKind]Filter{}
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(w.GroupVersionKind)
 		byObject[cr] = cache.ByObject{Label: customResourceSelector(w, s)}
-		filters[w.GroupVersionKind] = eventfilter.IgnoreClaimedElsewhere(s.ClaimedByOther)
+		filters[w.GroupVersionKind] = CustomResources(s.ClaimedByOther)
 	}
 	opts := cache.Options{
 		DefaultNamespaces:    namespaces,
@@ -60,7 +58,7 @@ func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Sha
 		DefaultTransform:     StripManagedFields,
 		ByObject:             byObject,
 	}
-	return opts, eventfilter.NewCache(filters, eventfilter.Filter{Update: eventfilter.IgnoreStatusUpdates})
+	return opts, NewCache(filters, Filter{Update: IgnoreStatusUpdates})
 }
 
 // customResourceSelector picks the custom resources of w that this shard acts on and w's

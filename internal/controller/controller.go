@@ -33,7 +33,6 @@ import (
 	"github.com/example/myproxy-operator/internal/finalizername"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/remembered"
 	"github.com/example/myproxy-operator/internal/renderinputs"
@@ -51,7 +50,7 @@ type Process struct {
 	// Unlock tells whether this process may be the only writer of a release.
 	Unlock actionclient.SoleWriter
 	// Own learns what the operator itself deletes and writes; the manager's event filters ask it.
-	Own *ownwrites.Registry
+	Own *caches.OwnWrites
 	// ShardRunning tells whether a shard runs, from its Lease; nil without leader election.
 	ShardRunning shard.Liveness
 }
@@ -116,7 +115,7 @@ type shared struct {
 	}
 	// own are the operator's own writes and deletes; absences, the releases known to have no
 	// record; remembered lists every per-resource store, to forget a resource gone.
-	own        *ownwrites.Registry
+	own        *caches.OwnWrites
 	absences   *releasestore.Absences
 	remembered *remembered.Registry
 	queues     *requeue.Queues
@@ -141,7 +140,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	}
 	own := p.Own
 	if own == nil {
-		own = ownwrites.New()
+		own = caches.NewOwnWrites()
 	}
 	sh := shared{queues: requeue.New(), own: own, absences: releasestore.NewAbsences(recordIndex{records})}
 	sh.watched.namespaces, sh.watched.secrets, sh.watched.records = namespaces, secrets, records
@@ -252,7 +251,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.sharding.shard, Namespaces: sh.watched.namespaces,
 		Gone: func(key types.NamespacedName) { sh.remembered.Forget(remembered.Key{GVK: gvk, NamespacedName: key}) }}
-	memo := &actionclient.Memo{}
+	var digests *actionclient.Digests // nil: every upgrade check is a dry run
+	if o.FastPaths.On(options.FastDigests) {
+		digests = &actionclient.Digests{Lookups: sh.watched.lookups, Stamp: sh.sharding.shard.ManagedValue()}
+	}
 	var selector metav1.LabelSelector // empty: every resource of the kind
 	if w.Selector != nil {
 		selector = *w.Selector
@@ -282,12 +284,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		// informers of the type caches.ReleaseObject chooses.
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(recorder),
-		reconciler.WithActionClientGetter(actionclient.Stack(actions, actionclient.StackOptions{
+		reconciler.WithActionClientGetter(actionclient.New(actions, actionclient.Options{
 			Recorder: recorder, Metrics: sh.helm.metrics, Unlock: sh.helm.unlock,
-			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running, NoDigests: !o.FastPaths.On(options.FastDigests),
-			Waves: waveGate(gate),
-			Digest: actionclient.DigestOptions{Lookups: sh.watched.lookups, DryRunOption: w.DryRunOption, Memo: memo,
-				Stamp: sh.sharding.shard.ManagedValue()},
+			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running,
+			Waves: waveGate(gate), Digests: digests, DryRunOption: w.DryRunOption,
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithInstallAnnotations(annotations.Install...),
@@ -330,12 +330,14 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		}
 	}
 	for _, s := range []remembered.Store{
-		{Map: "release_digests", GVK: gvk, Forget: func(k remembered.Key) { memo.Forget(renderinputs.CR(k)) }, Len: memo.Len},
 		{Map: "status_generations", GVK: gvk, Forget: func(k remembered.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
 		// Forgotten with the generations.
 		{Map: "status_manifests", GVK: gvk, Len: applied.Manifests.Size},
 	} {
 		sh.remembered.Add(s)
+	}
+	if digests != nil {
+		sh.remembered.Add(remembered.Store{Map: "release_digests", GVK: gvk, Forget: func(k remembered.Key) { digests.Forget(shard.Key(k)) }, Len: digests.Len})
 	}
 	if gate != nil {
 		sh.remembered.Add(remembered.Store{Map: "rollout_holds", GVK: gvk, Forget: func(k remembered.Key) { gate.Forget(k.NamespacedName) }, Len: gate.Len})
@@ -349,7 +351,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 // identity), store releases through storage, and reach only what w's reach allows. own learns
 // what they write and delete.
 func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, account string,
-	storage helmclient.ObjectToStorageDriverMapper, own *ownwrites.Registry) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
+	storage helmclient.ObjectToStorageDriverMapper, own *caches.OwnWrites) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
 	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(storage)}
 	if account != "" {
 		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(account)))

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -14,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/yaml"
 
@@ -37,8 +40,8 @@ import (
 // typed for the kinds the scheme knows, shared with the status controller, where the upstream
 // hook always asks for an unstructured one.
 //
-// Update events reach it already thinned by the cache (eventfilter: bookkeeping-only updates
-// of release objects are dropped there, for every controller of the Helm reconciler's).
+// Update events reach it already thinned by the cache (package caches: updates of status only
+// are dropped there, for every controller of the Helm reconciler's).
 type dependentWatches struct {
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
@@ -121,7 +124,7 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), h, wake)); err != nil {
+	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), deletesBackOff{h}, wake)); err != nil {
 		return err
 	}
 	d.watched[key] = true
@@ -156,5 +159,27 @@ func supportsOwnerReference(mapper meta.RESTMapper, owner, dependent client.Obje
 		return false, nil
 	default:
 		return owner.GetNamespace() == dependent.GetNamespace(), nil
+	}
+}
+
+// deletesBackOff wakes the reconciler for a deleted release object at once, unless the
+// resource's last reconcile failed: its retry, at the queue's backoff, is already due. A failing
+// install's rollback deletes the objects it created, and waking at once would start the next
+// attempt at once, so that the retries of a failing release never backed off.
+type deletesBackOff struct{ handler.EventHandler }
+
+// Delete implements handler.EventHandler.
+func (h deletesBackOff) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	h.EventHandler.Delete(ctx, e, unlessRetrying{q})
+}
+
+// unlessRetrying adds a request unless a failure of it was requeued and not yet forgotten.
+type unlessRetrying struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func (q unlessRetrying) Add(r reconcile.Request) {
+	if q.NumRequeues(r) == 0 {
+		q.TypedRateLimitingInterface.Add(r)
 	}
 }

@@ -2,10 +2,14 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func TestSupportsOwnerReference(t *testing.T) {
@@ -38,5 +42,22 @@ func TestSupportsOwnerReference(t *testing.T) {
 	}
 	if _, err := supportsOwnerReference(mapper, obj(namespaced, "a"), obj(schema.GroupVersionKind{Kind: "Unknown", Version: "v1"}, "a")); err == nil {
 		t.Error("a kind the API does not serve: no error")
+	}
+}
+
+// A deleted release object wakes a resource at once unless its last reconcile failed: its
+// retry comes at the queue's backoff.
+func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Hour, time.Hour))
+	defer q.ShutDown()
+	healthy, failing := reconcile.Request{NamespacedName: types.NamespacedName{Name: "healthy"}}, reconcile.Request{NamespacedName: types.NamespacedName{Name: "failing"}}
+	q.AddRateLimited(failing) // a failed reconcile: back in an hour
+	unlessRetrying{q}.Add(healthy)
+	unlessRetrying{q}.Add(failing)
+	if q.Len() != 1 {
+		t.Fatalf("%d requests ready, want the healthy one alone", q.Len())
+	}
+	if got, _ := q.Get(); got != healthy {
+		t.Errorf("ready: %v, want %v", got, healthy)
 	}
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 )
 
 // newRecordCache returns the release record cache (caches.ReleaseRecords), indexed by release.
@@ -70,7 +69,7 @@ func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
 // is then installed again over its objects (Helm adopts them), a hand-edited or corrupted one
 // is reported in the Irreconcilable condition, a revision made by hand with `helm upgrade` is
 // set back at once. The operator's own record writes wake nothing.
-func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *ownwrites.Registry) reconciler.ControllerSetupFunc {
+func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *caches.OwnWrites) reconciler.ControllerSetupFunc {
 	return func(ctrl reconciler.ControllerSetup) error {
 		return ctrl.Watch(source.Kind(records, client.Object(recordMetadata()), recordHandler{gvk: gvk, own: own}))
 	}
@@ -78,7 +77,7 @@ func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *
 
 type recordHandler struct {
 	gvk schema.GroupVersionKind
-	own *ownwrites.Registry
+	own *caches.OwnWrites
 }
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -97,7 +96,7 @@ func (h recordHandler) Update(_ context.Context, e event.UpdateEvent, q requestQ
 }
 
 func (h recordHandler) Delete(_ context.Context, e event.DeleteEvent, q requestQueue) {
-	key := ownwrites.Key{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: client.ObjectKeyFromObject(e.Object)}
+	key := caches.OwnKey{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: client.ObjectKeyFromObject(e.Object)}
 	if !h.own.OwnDelete(key) {
 		h.enqueueOwner(e.Object, q)
 	}

@@ -32,7 +32,6 @@ import (
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
@@ -112,7 +111,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	var fencedLock resourcelock.Interface // nil without leader election
 	var leaseNamespace string             // of every shard's Lease; "" without leader election
 	writer := actionclient.SoleWriter{PendingAfter: o.UnlockPendingAfter}
-	own := ownwrites.New()
+	own := caches.NewOwnWrites()
 	events := &managerEvents{}
 	if o.LeaderElect {
 		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/example/myproxy-operator/internal/caches"
+
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,7 +26,6 @@ import (
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/ownwrites"
 	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/tenant"
 	"github.com/example/myproxy-operator/internal/values"
@@ -125,7 +126,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		return Report{}, err
 	}
 	silent := &record.FakeRecorder{} // the checks record Events; a preview writes none
-	own := ownwrites.New()
+	own := caches.NewOwnWrites()
 	var kinds []Kind
 	for _, w := range entries {
 		account := w.ServiceAccountName

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/example/myproxy-operator/internal/caches"
+
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
@@ -25,14 +27,12 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/example/myproxy-operator/internal/ownwrites"
 )
 
 // Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns
 // every record written or deleted through it; absences, if not nil, answers the history reads of
 // releases without a record (absence.go).
-func Driver(own *ownwrites.Registry, absences *Absences) helmclient.ObjectToStorageDriverMapper {
+func Driver(own *caches.OwnWrites, absences *Absences) helmclient.ObjectToStorageDriverMapper {
 	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
@@ -56,7 +56,7 @@ func Versioned(next corev1client.SecretInterface) corev1client.SecretInterface {
 type versioned struct {
 	corev1client.SecretInterface
 	namespace string
-	own       *ownwrites.Registry // nil: no one to tell
+	own       *caches.OwnWrites // nil: no one to tell
 	mu        sync.Mutex
 	seen      map[string]seenAs // Secret name -> how it was last seen
 }
@@ -152,7 +152,7 @@ func (v *versioned) Delete(ctx context.Context, name string, opts metav1.DeleteO
 		opts.Preconditions = &metav1.Preconditions{UID: &seen.uid, ResourceVersion: &seen.resourceVersion}
 	}
 	if v.own != nil {
-		v.own.Deleting(ownwrites.Key{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: types.NamespacedName{Namespace: v.namespace, Name: name}})
+		v.own.Deleting(caches.OwnKey{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: types.NamespacedName{Namespace: v.namespace, Name: name}})
 	}
 	err := v.SecretInterface.Delete(ctx, name, opts)
 	if err == nil {

@@ -1,12 +1,7 @@
 package renderinputs
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,42 +12,16 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Read is one object (or list of objects) a rendering read, and what it saw.
+// Read is one object (or list of objects) a rendering read.
 type Read struct {
 	Resource  schema.GroupVersionResource
 	Namespace string // "" for cluster-scoped objects, and for lists across namespaces
 	Name      string // "" for a list
-	// Seen is what the read returned: StateAbsent, an object's identity and resourceVersion,
-	// or a digest of a list's members (see objectState and listState).
-	Seen string
 }
 
-// Key names what was read, without what was seen.
+// Key names what was read.
 func (r Read) Key() string {
 	return fmt.Sprintf("%s/%s/%s/%s/%s", r.Resource.Group, r.Resource.Version, r.Resource.Resource, r.Namespace, r.Name)
-}
-
-// StateAbsent is what a read of a missing object saw. StateUnknown never equals anything a
-// read saw: an answer that could not be understood, or an object the Tracker cannot see.
-const (
-	StateAbsent  = "absent"
-	StateUnknown = "unknown"
-)
-
-func objectState(uid, resourceVersion string) string { return uid + "@" + resourceVersion }
-
-// member is one object of a list, as listState digests it.
-type member struct{ Namespace, Name, UID, ResourceVersion string }
-
-func listState(members []member) string {
-	slices.SortFunc(members, func(a, b member) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	h := sha256.New()
-	for _, m := range members {
-		_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\n", m.Namespace, m.Name, m.UID, m.ResourceVersion)
-	}
-	return fmt.Sprintf("list:%d:%s", len(members), hex.EncodeToString(h.Sum(nil))[:32])
 }
 
 // Recorder collects the reads of one action's renderings.
@@ -115,9 +84,6 @@ func (r *Recorder) add(rd Read) {
 	if r.reads == nil {
 		r.reads = map[string]Read{}
 	}
-	if prev, ok := r.reads[rd.Key()]; ok && prev.Seen != rd.Seen {
-		rd.Seen = StateUnknown // read twice, and it changed in between
-	}
 	r.reads[rd.Key()] = rd
 	if r.onRead != nil {
 		r.onRead(len(r.reads))
@@ -178,60 +144,10 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		}
 	}
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet || !ok {
-		return resp, err // !ok: discovery, which resources a group has
+	if err == nil && req.Method == http.MethodGet && ok { // !ok: discovery, which resources a group has
+		t.recorder.add(rd)
 	}
-	body, readErr := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	switch {
-	case readErr != nil:
-		rd.Seen = StateUnknown
-	case resp.StatusCode == http.StatusNotFound:
-		rd.Seen = StateAbsent
-	case resp.StatusCode != http.StatusOK:
-		rd.Seen = StateUnknown
-	case rd.Name != "":
-		rd.Seen = seenObject(body)
-	default:
-		rd.Seen = seenList(body)
-	}
-	t.recorder.add(rd)
-	return resp, nil
-}
-
-type objectMeta struct {
-	Namespace       string `json:"namespace"`
-	Name            string `json:"name"`
-	UID             string `json:"uid"`
-	ResourceVersion string `json:"resourceVersion"`
-}
-
-func seenObject(body []byte) string {
-	var o struct {
-		Metadata objectMeta `json:"metadata"`
-	}
-	if json.Unmarshal(body, &o) != nil || o.Metadata.UID == "" {
-		return StateUnknown
-	}
-	return objectState(o.Metadata.UID, o.Metadata.ResourceVersion)
-}
-
-func seenList(body []byte) string {
-	var l struct {
-		Items []struct {
-			Metadata objectMeta `json:"metadata"`
-		} `json:"items"`
-	}
-	if json.Unmarshal(body, &l) != nil {
-		return StateUnknown
-	}
-	members := make([]member, 0, len(l.Items))
-	for _, it := range l.Items {
-		m := it.Metadata
-		members = append(members, member(m))
-	}
-	return listState(members)
+	return resp, err
 }
 
 // ParsePath tells which object or list an apiserver path reads; false for discovery paths and

@@ -120,17 +120,15 @@ func TestParsePath(t *testing.T) {
 	}
 }
 
-func TestRecorderMarksAnObjectThatChangedBetweenTwoReadsUnknown(t *testing.T) {
+func TestRecorderCountsEachObjectReadOnce(t *testing.T) {
 	r := &Recorder{}
 	var counts []int
 	r.OnRead(func(n int) { counts = append(counts, n) })
-	rd := Read{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: "ns", Name: "a", Seen: "u@1"}
+	rd := Read{Resource: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: "ns", Name: "a"}
 	r.add(rd)
-	rd.Seen = "u@2"
 	r.add(rd)
-	reads := r.Reads()
-	if len(reads) != 1 || reads[0].Seen != StateUnknown {
-		t.Errorf("reads = %+v, want one read seen as %s", reads, StateUnknown)
+	if reads := r.Reads(); len(reads) != 1 || reads[0] != rd {
+		t.Errorf("reads = %+v, want the Secret once", reads)
 	}
 	if len(counts) != 2 || counts[1] != 1 {
 		t.Errorf("OnRead counts = %v, want [1 1]", counts)

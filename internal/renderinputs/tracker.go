@@ -6,14 +6,12 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // CR names a custom resource whose renderings the Tracker follows.
@@ -22,12 +20,12 @@ type CR struct {
 	types.NamespacedName
 }
 
-// Tracker watches the metadata of the objects that renderings looked up, tells what they are
-// now, and wakes the custom resources whose rendering read an object that changed.
+// Tracker watches the metadata of the objects that renderings looked up and wakes the custom
+// resources whose rendering read an object that changed, so that they are rendered again.
 //
-// Its cache holds only the identity and resourceVersion of objects of the looked-up kinds, in
-// the watched namespaces, and starts a kind's informer at its first lookup. An object outside
-// those namespaces is StateUnknown: the renderings that read it are always rendered again.
+// Its cache holds only the identity of objects of the looked-up kinds, in the watched
+// namespaces, and starts a kind's informer at its first lookup. An object outside those
+// namespaces wakes nothing when it changes.
 type Tracker struct {
 	cache  cache.Cache
 	mapper meta.RESTMapper
@@ -47,52 +45,9 @@ func NewTracker(c cache.Cache, mapper meta.RESTMapper, wake func(CR)) *Tracker {
 		followers: map[string]map[CR]struct{}{}, followed: map[CR][]string{}, watched: map[schema.GroupVersionKind]bool{}}
 }
 
-// Unchanged reports whether every read would see now what it saw.
-func (t *Tracker) Unchanged(ctx context.Context, reads []Read) bool {
-	for _, rd := range reads {
-		if rd.Seen == StateUnknown || t.Current(ctx, rd) != rd.Seen {
-			return false
-		}
-	}
-	return true
-}
-
 // syncTimeout bounds the wait for a kind's informer to sync. An informer that cannot list its
-// kind (no permission to list or watch it) never syncs; a reconcile must not hang on it, and the
-// objects it would have watched read as StateUnknown.
+// kind (no permission to list or watch it) never syncs; a reconcile must not hang on it.
 const syncTimeout = 10 * time.Second
-
-// Current returns what rd would see now, as far as the cache knows.
-func (t *Tracker) Current(ctx context.Context, rd Read) string {
-	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
-	defer cancel()
-	gvk, err := t.mapper.KindFor(rd.Resource)
-	if err != nil {
-		return StateUnknown
-	}
-	if rd.Name != "" {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		err := t.cache.Get(ctx, client.ObjectKey{Namespace: rd.Namespace, Name: rd.Name}, obj)
-		switch {
-		case apierrors.IsNotFound(err):
-			return StateAbsent
-		case err != nil:
-			return StateUnknown
-		}
-		return objectState(string(obj.UID), obj.ResourceVersion)
-	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := t.cache.List(ctx, list, client.InNamespace(rd.Namespace)); err != nil {
-		return StateUnknown
-	}
-	members := make([]member, 0, len(list.Items))
-	for _, it := range list.Items {
-		members = append(members, member{Namespace: it.Namespace, Name: it.Name, UID: string(it.UID), ResourceVersion: it.ResourceVersion})
-	}
-	return listState(members)
-}
 
 // Follow makes cr follow the objects its latest rendering read (and only those): a change to
 // any of them wakes it.

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/example/myproxy-operator/internal/caches"
+
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/objcompare"
 )
 
 // Own is what the status controller writes in a kind's status: the declared fields,
@@ -14,7 +15,7 @@ import (
 type Own struct {
 	Fields     []string
 	Conditions []string
-	written    objcompare.Ignore
+	written    caches.Ignore
 }
 
 // OwnOf returns what the status controller writes for a kind with this status declaration.
@@ -24,22 +25,22 @@ func OwnOf(s chartapi.Status) Own {
 	for _, c := range own.Conditions {
 		mine[c] = true
 	}
-	st := objcompare.Ignore{names.StatusConditions: func(a, b any) bool {
+	st := caches.Ignore{names.StatusConditions: func(a, b any) bool {
 		return reflect.DeepEqual(withoutConditions(a, mine), withoutConditions(b, mine))
 	}, names.StatusObservedGeneration: nil}
 	for _, f := range own.Fields {
 		st[f] = nil
 	}
-	own.written = objcompare.Ignore{
-		"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil},
+	own.written = caches.Ignore{
+		"metadata": caches.Ignore{"resourceVersion": nil, "managedFields": nil},
 		"status":   st,
 	}
 	return own
 }
 
 // Written is what the status controller's writes change in a whole custom resource, as the
-// fields objcompare.Equal ignores: two objects equal but for these differ only by its writes.
-func (own Own) Written() objcompare.Ignore { return own.written }
+// fields caches.Equal ignores: two objects equal but for these differ only by its writes.
+func (own Own) Written() caches.Ignore { return own.written }
 
 func withoutConditions(conditions any, types map[string]bool) []any {
 	list, _ := conditions.([]any)

@@ -25,7 +25,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/eventfilter"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
 )
@@ -109,7 +108,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 		}
 		forPredicates = append(forPredicates, p)
 	}
-	r.objects = eventfilter.Unfiltered(mgr.GetCache())
+	r.objects = caches.Unfiltered(mgr.GetCache())
 	r.owned = coalesced(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner()))
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).

@@ -3,7 +3,7 @@ package status
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/example/myproxy-operator/internal/objcompare"
+	"github.com/example/myproxy-operator/internal/caches"
 )
 
 // ChangedBeyondStatusWrites returns an update filter for custom resources that passes an update
@@ -22,6 +22,6 @@ func ChangedBeyondStatusWrites(own Own) func(oldObj, newObj any) bool {
 		if !ok {
 			return true
 		}
-		return !objcompare.Equal(o.Object, n.Object, written)
+		return !caches.Equal(o.Object, n.Object, written)
 	}
 }

@@ -47,25 +47,30 @@ import (
 	"github.com/example/myproxy-operator/test/harness"
 )
 
-// The action-client stack (actionclient.Stack) is a contract, not only an order: each layer
-// makes a promise that holds only where it stands. Here helm-operator-plugins' own reconciler
-// drives the real Stack, in this process against the envtest apiserver, with a probe at every
-// boundary between layers (StackOptions.Tap) and one under the release storage, and each
-// promise is checked from what the probes saw:
+// The action client (actionclient.New) makes promises that only the plugins' own reconciler,
+// driving it, can show. Here that reconciler drives the real client, in this process against the
+// envtest apiserver, with a probe on the calls the reconciler makes, one on the calls that reach
+// the plugins' clients below (Options.Tap) and one under the release storage, and each promise is
+// checked from what the probes saw:
 //
-//   - Claimed: every call below it, and every read or write of a release record, happens
-//     while a claim is open, so a handover (Claims.Release) waits for all of them;
-//   - Digested: a dry run it answers reaches no layer below it: no Event, no metric, no
-//     release read beyond the reconciler's own Get;
-//   - Unlocked: no layer but the base ever sees a pending release.
-//
-// Moving any layer breaks one of these.
+//   - claims: every call that reaches the plugins' clients, and every read or write of a release
+//     record, happens while a claim is open, so a handover (Claims.Release) waits for all of them;
+//   - digests: a check they answer reaches nothing below: no Event, no metric, no release read
+//     beyond the one that begins the reconcile;
+//   - unlocking: the reconciler never sees a pending release; only the plugins' clients do.
 
 var probeGVK = schema.GroupVersionKind{Group: "stack.example.com", Version: "v1", Kind: "Probe"}
 
+// The probed boundaries: the calls the reconciler makes, and the calls that reach the plugins'
+// clients.
+const (
+	layerReconciler = "reconciler"
+	layerBase       = "base"
+)
+
 // call is one action client call a probe saw.
 type call struct {
-	layer   string // the outermost layer of the getter called
+	layer   string // layerReconciler or layerBase
 	method  string // Get, History, Install, Upgrade, DryRun, Uninstall, Reconcile
 	pending bool   // a Get or History returned a pending release
 }
@@ -76,7 +81,7 @@ type probes struct {
 	seeding atomic.Bool // the test itself writes a release record
 	mu      sync.Mutex
 	calls   []call
-	// unclaimed are calls below Claimed and record reads or writes made with no claim open.
+	// unclaimed are calls reaching the base and record reads or writes made with no claim open.
 	unclaimed []string
 	storage   int // record reads and writes seen
 }
@@ -85,7 +90,7 @@ func (p *probes) saw(c call) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, c)
-	if c.layer != actionclient.LayerClaimed && p.claims.Len() == 0 {
+	if c.layer == layerBase && p.claims.Len() == 0 {
 		p.unclaimed = append(p.unclaimed, c.method+" into "+c.layer)
 	}
 }
@@ -107,7 +112,7 @@ func (p *probes) since(n int) []call {
 }
 
 // idle returns how many calls and record reads or writes were seen, at a moment when no claim
-// is open: every call below Claimed has either ended or not begun (nothing straddles it).
+// is open: every call reaching the base has either ended or not begun (nothing straddles it).
 func (p *probes) idle(t *testing.T) (calls, storage int) {
 	t.Helper()
 	harness.Eventually(t, timeout, "no action in flight", func(context.Context) (bool, string) {
@@ -277,8 +282,8 @@ func checksCounted(t *testing.T, reg *prometheus.Registry) uint64 {
 }
 
 // stackUnderThePluginsReconciler starts, in this process, helm-operator-plugins' reconciler for
-// Probe in ns with the real Stack over the plugins' action clients, sharded so that Claimed
-// is in it, every boundary probed.
+// Probe in ns with the real action client over the plugins' clients, sharded so that claims are
+// made, both boundaries probed.
 func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) (*probes, *events, *prometheus.Registry, helmclient.ActionConfigGetter) {
 	t.Helper()
 	logf.SetLogger(logr.Discard()) // the reconciler's log is not under test
@@ -322,11 +327,12 @@ func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) 
 		reconciler.WithChart(*chrt),
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(fake),
-		reconciler.WithActionClientGetter(actionclient.Stack(base, actionclient.StackOptions{
+		reconciler.WithActionClientGetter(p.tap(layerReconciler, actionclient.New(base, actionclient.Options{
 			Recorder: fake, Metrics: metrics, Unlock: actionclient.SoleWriter{}, // no leader election: pending is abandoned at once
 			Shard: shard.Shard{Name: "a", Fleet: []string{"a"}}, Claims: p.claims, Writer: mgr.GetClient(),
-			Digest: actionclient.DigestOptions{Memo: &actionclient.Memo{}}, Tap: p.tap,
-		})),
+			Digests: &actionclient.Digests{},
+			Tap:     func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter { return p.tap(layerBase, g) },
+		}))),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +421,7 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 		harness.Eventually(t, timeout, what, func(context.Context) (bool, string) {
 			seen = p.since(n)
 			for _, c := range seen {
-				if c.layer == actionclient.LayerBase && c.method == "Reconcile" {
+				if c.layer == layerBase && c.method == "Reconcile" {
 					return true, ""
 				}
 			}
@@ -423,15 +429,10 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 		})
 		return seen
 	}
-	below := func(seen []call, layer string) (methods []string) {
-		order := []string{actionclient.LayerClaimed, actionclient.LayerDigested, actionclient.LayerObserved,
-			actionclient.LayerUninstallWaiting, actionclient.LayerHooksUninstalled, actionclient.LayerUnlocked, actionclient.LayerBase}
-		depth := map[string]int{}
-		for i, l := range order {
-			depth[l] = i
-		}
+	// below lists the calls that reached the plugins' clients.
+	below := func(seen []call) (methods []string) {
 		for _, c := range seen {
-			if depth[c.layer] > depth[layer] {
+			if c.layer == layerBase {
 				methods = append(methods, c.layer+"."+c.method)
 			}
 		}
@@ -447,21 +448,21 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 	n, checked := p.count(), checksCounted(t, reg)
 	patch(`{"spec":{"unused":"x"}}`)
 	seen := reconciled(n, "a reconcile of the new inputs")
-	if !contains(below(seen, actionclient.LayerDigested), actionclient.LayerBase+".DryRun") {
+	if !contains(below(seen), layerBase+".DryRun") {
 		t.Fatalf("new inputs were not checked with a dry run: %v", seen)
 	}
 	harness.Eventually(t, timeout, "the reconciles of the new inputs over", func(context.Context) (bool, string) {
 		return checksCounted(t, reg) > checked, "no check counted"
 	})
 
-	t.Log("Digested: an answered dry run reaches no layer below it")
+	t.Log("digests: an answered check reaches nothing below")
 	n, stored := p.idle(t)
 	e, checked := evs.count(), checksCounted(t, reg)
 	patch(`{"metadata":{"annotations":{"poke":"1"}}}`)
 	reconciled(n, "a reconcile of unchanged inputs")
 	end, storedEnd := p.idle(t)
 	seen = p.since(n)[:end-n]
-	for _, m := range below(seen, actionclient.LayerDigested) {
+	for _, m := range below(seen) {
 		if strings.HasSuffix(m, ".DryRun") || strings.HasSuffix(m, ".Upgrade") || strings.HasSuffix(m, ".History") {
 			t.Errorf("an answered dry run reached %s", m)
 		}
@@ -469,7 +470,7 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 	// Each base Get is one read of the records; a dry run would read the history again.
 	var gets int
 	for _, c := range seen {
-		gets += b2i(c.layer == actionclient.LayerBase && c.method == "Get")
+		gets += b2i(c.layer == layerBase && c.method == "Get")
 	}
 	if reads := storedEnd - stored; reads != gets {
 		t.Errorf("%d release record reads for %d base Gets: an answered dry run read the release", reads, gets)
@@ -481,7 +482,7 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 		t.Errorf("an answered dry run recorded Events: %v", got)
 	}
 
-	t.Log("Unlocked: a pending release is repaired before any other layer reads it")
+	t.Log("unlocking: a pending release is repaired before the reconciler reads it")
 	live := probe.DeepCopy()
 	if err := c.Get(ctx, client.ObjectKeyFromObject(live), live); err != nil {
 		t.Fatal(err)
@@ -512,10 +513,10 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 		if !c.pending {
 			continue
 		}
-		if c.layer == actionclient.LayerBase {
+		if c.layer == layerBase {
 			sawPending = true
 		} else {
-			t.Errorf("%s read a pending release: it is above Unlocked", c.layer)
+			t.Errorf("the reconciler read a pending release (%s)", c.method)
 		}
 	}
 	if !sawPending {
@@ -525,13 +526,13 @@ func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
 		t.Errorf("no %s Event: %v", names.ReasonReleaseUnlocked, got)
 	}
 
-	t.Log("Claimed: a handover waits for every call below it and every record it reads or writes")
+	t.Log("claims: a handover waits for every call that reaches the plugins' clients and every record read or written")
 	n = p.count()
 	if err := c.Delete(ctx, probe.DeepCopy()); err != nil {
 		t.Fatal(err)
 	}
 	harness.WaitForGone(t, c, probe.DeepCopy(), timeout)
-	if !contains(below(p.since(n), actionclient.LayerClaimed), actionclient.LayerBase+".Uninstall") {
+	if !contains(below(p.since(n)), layerBase+".Uninstall") {
 		t.Errorf("the deletion uninstalled nothing: %v", p.since(n))
 	}
 	p.mu.Lock()

@@ -1,12 +1,12 @@
-// Package ownwrites remembers what this process itself deleted or wrote, so that watches can
-// tell the operator's own changes from everyone else's: a deleted object of a release is drift
-// to correct at once unless Helm deleted it (an uninstall, a rollback, an upgrade dropping it),
-// and a release record changed by anyone but the operator (deleted, edited) needs a reconcile.
+// OwnWrites remembers what this process itself deleted or wrote, so that watches can tell the
+// operator's own changes from everyone else's: a release record changed by anyone but the
+// operator (deleted, edited) needs a reconcile; the operator's own writes of it do not, or a
+// failed install would wake itself in a tight loop.
 //
-// A delete is remembered until the object is created again through this process, or expires
-// (the event of a delete arrives within seconds, and several handlers may ask about it), so the
-// registry stays as small as the writes in flight.
-package ownwrites
+// A delete is remembered until it expires (the event of a delete arrives within seconds, and
+// several handlers may ask about it), so the registry stays as small as the writes in flight.
+
+package caches
 
 import (
 	"sync"
@@ -20,17 +20,17 @@ import (
 // under load.
 const ttl = time.Minute
 
-// Key names an object.
-type Key struct {
+// OwnKey names an object.
+type OwnKey struct {
 	GroupKind schema.GroupKind
 	types.NamespacedName
 }
 
-// Registry is the set of this process's deletes and record writes.
-type Registry struct {
+// OwnWrites is the set of this process's deletes and record writes.
+type OwnWrites struct {
 	mu      sync.Mutex
 	now     func() time.Time
-	deletes map[Key]time.Time
+	deletes map[OwnKey]time.Time
 	writes  map[types.NamespacedName][]written // release records: the resourceVersions recently written
 	writing map[types.NamespacedName]int       // release records: writes sent and not yet answered
 	pruned  time.Time
@@ -41,14 +41,14 @@ type written struct {
 	at              time.Time
 }
 
-// New returns an empty registry.
-func New() *Registry {
-	return &Registry{now: time.Now, deletes: map[Key]time.Time{}, writes: map[types.NamespacedName][]written{},
+// NewOwnWrites returns an empty registry.
+func NewOwnWrites() *OwnWrites {
+	return &OwnWrites{now: time.Now, deletes: map[OwnKey]time.Time{}, writes: map[types.NamespacedName][]written{},
 		writing: map[types.NamespacedName]int{}}
 }
 
 // Deleting records that this process is about to delete an object.
-func (r *Registry) Deleting(k Key) {
+func (r *OwnWrites) Deleting(k OwnKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked()
@@ -56,7 +56,7 @@ func (r *Registry) Deleting(k Key) {
 }
 
 // OwnDelete reports whether a delete event is of an object this process deleted.
-func (r *Registry) OwnDelete(k Key) bool {
+func (r *OwnWrites) OwnDelete(k OwnKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, ok := r.deletes[k]
@@ -70,7 +70,7 @@ const maxWrites = 8
 // Writing records that this process is sending a write of a record; Wrote must follow. The
 // watch event of a write may arrive before its response: until then, any event of the record
 // is taken as this write's.
-func (r *Registry) Writing(name types.NamespacedName) {
+func (r *OwnWrites) Writing(name types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.writing[name]++
@@ -78,7 +78,7 @@ func (r *Registry) Writing(name types.NamespacedName) {
 
 // Wrote records the answer to a write announced by Writing: the record's resourceVersion now,
 // or "" when the write failed.
-func (r *Registry) Wrote(name types.NamespacedName, resourceVersion string) {
+func (r *OwnWrites) Wrote(name types.NamespacedName, resourceVersion string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.writing[name]--; r.writing[name] <= 0 {
@@ -97,7 +97,7 @@ func (r *Registry) Wrote(name types.NamespacedName, resourceVersion string) {
 
 // OwnWrite reports whether a record at this resourceVersion is one of this process's writes
 // (or may be: a write of it is on the wire).
-func (r *Registry) OwnWrite(name types.NamespacedName, resourceVersion string) bool {
+func (r *OwnWrites) OwnWrite(name types.NamespacedName, resourceVersion string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.writing[name] > 0 {
@@ -112,7 +112,7 @@ func (r *Registry) OwnWrite(name types.NamespacedName, resourceVersion string) b
 }
 
 // Len returns the number of entries held (expired ones are dropped first).
-func (r *Registry) Len() int {
+func (r *OwnWrites) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked()
@@ -123,7 +123,7 @@ func (r *Registry) Len() int {
 	return n
 }
 
-func (r *Registry) pruneLocked() {
+func (r *OwnWrites) pruneLocked() {
 	now := r.now()
 	if now.Sub(r.pruned) < ttl/10 {
 		return

@@ -1,8 +1,7 @@
-// Package objcompare tells whether two unstructured objects differ beyond fields that do not
-// matter to the reader, without copying them. Event filters run on every update of every
-// watched object, and copying both objects to strip the fields before comparing was most of
-// their cost.
-package objcompare
+// Equal tells whether two unstructured objects differ beyond fields that do not matter to the
+// reader, without copying them: event filters run on every update of every watched object.
+
+package caches
 
 import "reflect"
 

@@ -1,4 +1,4 @@
-package ownwrites
+package caches
 
 import (
 	"testing"
@@ -10,9 +10,9 @@ import (
 
 func TestDeletesAreConsumedAndExpire(t *testing.T) {
 	now := time.Unix(1000, 0)
-	r := New()
+	r := NewOwnWrites()
 	r.now = func() time.Time { return now }
-	cm := Key{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: types.NamespacedName{Namespace: "n", Name: "a"}}
+	cm := OwnKey{GroupKind: schema.GroupKind{Kind: "ConfigMap"}, NamespacedName: types.NamespacedName{Namespace: "n", Name: "a"}}
 	if r.OwnDelete(cm) {
 		t.Fatal("an object never deleted is not an own delete")
 	}
@@ -22,14 +22,14 @@ func TestDeletesAreConsumedAndExpire(t *testing.T) {
 	}
 	r.Deleting(cm)
 	now = now.Add(2 * ttl)
-	r.Deleting(Key{GroupKind: schema.GroupKind{Kind: "Service"}, NamespacedName: cm.NamespacedName})
+	r.Deleting(OwnKey{GroupKind: schema.GroupKind{Kind: "Service"}, NamespacedName: cm.NamespacedName})
 	if r.OwnDelete(cm) || r.Len() != 1 {
 		t.Errorf("an entry whose event never came must expire (len %d)", r.Len())
 	}
 }
 
 func TestWrites(t *testing.T) {
-	r := New()
+	r := NewOwnWrites()
 	rec := types.NamespacedName{Namespace: "n", Name: "sh.helm.release.v1.a.v1"}
 	r.Writing(rec)
 	if !r.OwnWrite(rec, "10") {
@@ -46,7 +46,7 @@ func TestWrites(t *testing.T) {
 }
 
 func TestEmptyAgain(t *testing.T) {
-	r := New()
+	r := NewOwnWrites()
 	rec := types.NamespacedName{Namespace: "n", Name: "r"}
 	r.Writing(rec)
 	r.Wrote(rec, "")

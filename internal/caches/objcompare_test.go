@@ -1,4 +1,4 @@
-package objcompare
+package caches
 
 import (
 	"testing"

@@ -1,14 +1,16 @@
-// Package eventfilter drops informer events of chosen kinds before any controller sees them.
-// It wraps the manager's cache (a manager option), the one place where events of the Helm
-// reconciler's own watches can be filtered: helm-operator-plugins takes no predicates for its
-// primary watch or its watch on release Secrets.
-package eventfilter
+// Event filters drop informer events of chosen kinds before any controller sees them. They wrap
+// the manager's cache (a manager option), the one place where events of the Helm reconciler's
+// own watches can be filtered: helm-operator-plugins takes no predicates for its primary watch
+// or its watch on release Secrets.
+
+package caches
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -16,8 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
-	"github.com/example/myproxy-operator/internal/objcompare"
 )
 
 // Filter decides which events of a kind reach the handlers; a nil func lets every event of
@@ -31,9 +31,9 @@ type Filter struct {
 // statusAndVersion is what helm-operator-plugins' dependent predicate ignores in an update of a
 // release object: status and resourceVersion (and the status's managed fields; the caches keep
 // none).
-var statusAndVersion = objcompare.Ignore{
+var statusAndVersion = Ignore{
 	"status":   nil,
-	"metadata": objcompare.Ignore{"resourceVersion": nil, "managedFields": nil},
+	"metadata": Ignore{"resourceVersion": nil, "managedFields": nil},
 }
 
 // IgnoreStatusUpdates drops updates of release objects that change only status and
@@ -41,11 +41,11 @@ var statusAndVersion = objcompare.Ignore{
 var IgnoreStatusUpdates = changedBeyond(statusAndVersion)
 
 // changedBeyond passes an update of a release object that changes more than ignore.
-func changedBeyond(ignore objcompare.Ignore) func(oldObj, newObj any) bool {
+func changedBeyond(ignore Ignore) func(oldObj, newObj any) bool {
 	return func(oldObj, newObj any) bool {
 		o, ok1 := asMap(oldObj)
 		n, ok2 := asMap(newObj)
-		return !ok1 || !ok2 || !objcompare.Equal(o, n, ignore)
+		return !ok1 || !ok2 || !Equal(o, n, ignore)
 	}
 }
 
@@ -168,13 +168,43 @@ func (h filteredHandler) OnDelete(obj any) {
 	}
 }
 
-// IgnoreClaimedElsewhere is a Filter for custom resources that drops their additions and
-// updates while another shard acts on them (claimedByOther); the update that hands one over
-// passes. Deletes pass: the resource may have left this shard's cache.
-func IgnoreClaimedElsewhere(claimedByOther func(client.Object) bool) Filter {
+// CustomResources is the Filter of a watched kind's custom resources. It drops the events that
+// must not wake the Helm reconciler:
+//   - additions and updates of a resource another shard acts on (claimedByOther), but the update
+//     that hands one over; deletes pass, as the resource may have left this shard's cache;
+//   - updates that change nothing a reconcile acts on: status writes and the uninstall finalizer
+//     being added. Each reconcile writes status, the status controller too; without this, a
+//     release that fails would be retried at once by its own status write, never backing off,
+//     and drift that watchDependentResources=false leaves alone would be set back by the status
+//     write that reports it. Spec, labels, annotations, deletion and removed finalizers pass.
+func CustomResources(claimedByOther func(client.Object) bool) Filter {
 	mine := func(obj any) bool {
 		o, ok := obj.(client.Object)
 		return !ok || !claimedByOther(o)
 	}
-	return Filter{Add: mine, Update: func(_, newObj any) bool { return mine(newObj) }}
+	return Filter{Add: mine, Update: func(oldObj, newObj any) bool {
+		o, ok1 := oldObj.(*unstructured.Unstructured)
+		n, ok2 := newObj.(*unstructured.Unstructured)
+		return mine(newObj) && (!ok1 || !ok2 || !Equal(o.Object, n.Object, notReconciled) || finalizersRemoved(o, n))
+	}}
+}
+
+// notReconciled is what a reconcile of a custom resource does not act on: its status and
+// what every write changes. Finalizers are compared apart (finalizersRemoved).
+var notReconciled = Ignore{
+	"status":   nil,
+	"metadata": Ignore{"resourceVersion": nil, "managedFields": nil, "finalizers": nil},
+}
+
+func finalizersRemoved(o, n *unstructured.Unstructured) bool {
+	kept := map[string]bool{}
+	for _, f := range n.GetFinalizers() {
+		kept[f] = true
+	}
+	for _, f := range o.GetFinalizers() {
+		if !kept[f] {
+			return true
+		}
+	}
+	return false
 }

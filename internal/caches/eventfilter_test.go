@@ -1,4 +1,4 @@
-package eventfilter
+package caches
 
 import (
 	"testing"
@@ -27,27 +27,53 @@ func TestUpdateFilter(t *testing.T) {
 }
 
 // A shard hears nothing of a custom resource another shard acts on but the update that hands
-// it over, and its deletes.
-func TestIgnoreClaimedElsewhere(t *testing.T) {
-	cr := func(owner string, replicas int64) *unstructured.Unstructured {
+// it over, and its deletes; of its own, nothing of status writes and added finalizers.
+func TestCustomResources(t *testing.T) {
+	cr := func(owner string, replicas int64, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": replicas}}}
 		if owner != "" {
 			u.SetAnnotations(map[string]string{"owner": owner})
 		}
+		for _, m := range mutate {
+			m(u)
+		}
 		return u
 	}
+	status := func(phase string) func(*unstructured.Unstructured) {
+		return func(u *unstructured.Unstructured) {
+			u.Object["status"] = map[string]any{"phase": phase}
+			u.SetResourceVersion(phase)
+		}
+	}
+	finalizer := func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"uninstall"}) }
 	other := func(o client.Object) bool { return o.GetAnnotations()["owner"] == "b" }
-	f := IgnoreClaimedElsewhere(other)
+	for _, tc := range []struct {
+		name     string
+		old, new *unstructured.Unstructured
+		passes   bool
+	}{
+		{"another shard's", cr("b", 1), cr("b", 2), false},
+		{"handed over", cr("b", 2), cr("", 2), true},
+		{"a spec change", cr("a", 2), cr("a", 3), true},
+		{"a status write", cr("a", 2, status("x")), cr("a", 2, status("y")), false},
+		{"a finalizer added", cr("a", 2), cr("a", 2, finalizer), false},
+		{"a finalizer removed", cr("a", 2, finalizer), cr("a", 2), true},
+		{"an annotation", cr("a", 2), cr("a", 2, func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"pause": "true"}) }), true},
+	} {
+		rec := &recordingHandler{}
+		var h toolscache.ResourceEventHandler = filteredHandler{rec, CustomResources(other)}
+		h.OnUpdate(tc.old, tc.new)
+		if (rec.updates == 1) != tc.passes {
+			t.Errorf("%s: passed %v, want %v", tc.name, rec.updates == 1, tc.passes)
+		}
+	}
 	rec := &recordingHandler{}
-	var h toolscache.ResourceEventHandler = filteredHandler{rec, f}
-	h.OnAdd(cr("b", 1), false)         // dropped: b's
-	h.OnUpdate(cr("b", 1), cr("b", 2)) // dropped: b's
-	h.OnUpdate(cr("b", 2), cr("", 2))  // passes: handed over
-	h.OnUpdate(cr("a", 2), cr("a", 3)) // passes: this shard's
-	h.OnAdd(cr("a", 1), false)         // passes
-	h.OnDelete(cr("b", 2))             // passes
-	if rec.adds != 1 || rec.updates != 2 || rec.deletes != 1 {
-		t.Errorf("adds=%d updates=%d deletes=%d, want 1, 2 and 1", rec.adds, rec.updates, rec.deletes)
+	var h toolscache.ResourceEventHandler = filteredHandler{rec, CustomResources(other)}
+	h.OnAdd(cr("b", 1), false) // dropped: b's
+	h.OnAdd(cr("a", 1), false) // passes
+	h.OnDelete(cr("b", 2))     // passes
+	if rec.adds != 1 || rec.deletes != 1 {
+		t.Errorf("adds=%d deletes=%d, want 1 each", rec.adds, rec.deletes)
 	}
 }
 
