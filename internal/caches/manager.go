@@ -9,7 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/names"
+
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
@@ -54,7 +55,7 @@ func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Sha
 	}
 	opts := cache.Options{
 		DefaultNamespaces:    namespaces,
-		DefaultLabelSelector: managedlabel.Selector(s.ManagedValue()),
+		DefaultLabelSelector: names.ManagedSelector(s.ManagedValue()),
 		DefaultTransform:     StripManagedFields,
 		ByObject:             byObject,
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/renderinputs"
-	"github.com/example/myproxy-operator/internal/requeue"
 )
 
 // apiServiceGVK: every API group-version the apiserver serves has an APIService, built-in ones,
@@ -67,7 +66,7 @@ func (k capabilityReader) reads(cr *unstructured.Unstructured) bool {
 type apiWatch struct {
 	cache  cache.Cache // metadata
 	reader client.Reader
-	queues *requeue.Queues
+	queues *Queues
 	kinds  []capabilityReader
 
 	mu      sync.Mutex

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
@@ -30,18 +32,13 @@ import (
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/finalizername"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/releasestore"
-	"github.com/example/myproxy-operator/internal/remembered"
 	"github.com/example/myproxy-operator/internal/renderinputs"
-	"github.com/example/myproxy-operator/internal/requeue"
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
-	"github.com/example/myproxy-operator/internal/tenant"
-	"github.com/example/myproxy-operator/internal/values"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
@@ -117,8 +114,8 @@ type shared struct {
 	// record; remembered lists every per-resource store, to forget a resource gone.
 	own        *caches.OwnWrites
 	absences   *releasestore.Absences
-	remembered *remembered.Registry
-	queues     *requeue.Queues
+	remembered *Remembered
+	queues     *Queues
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -142,7 +139,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if own == nil {
 		own = caches.NewOwnWrites()
 	}
-	sh := shared{queues: requeue.New(), own: own, absences: releasestore.NewAbsences(recordIndex{records})}
+	sh := shared{queues: NewQueues(), own: own, absences: releasestore.NewAbsences(recordIndex{records})}
 	sh.watched.namespaces, sh.watched.secrets, sh.watched.records = namespaces, secrets, records
 	sh.helm.metrics, sh.helm.unlock = metrics, p.Unlock
 	sh.sharding.shard, sh.sharding.claims, sh.sharding.running = o.Shard, shard.NewClaims(), p.ShardRunning
@@ -163,33 +160,33 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 			return err
 		}
 	}
-	if sh.remembered, err = remembered.Default(); err != nil {
+	if sh.remembered, err = defaultRemembered(); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	for _, s := range []remembered.Store{
-		{Map: "lookup_followers", Forget: func(k remembered.Key) { sh.watched.lookups.Forget(renderinputs.CR(k)) }, Len: sh.watched.lookups.Following},
-		{Map: "release_states", Forget: func(k remembered.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
-		{Map: "known_releases", Forget: func(k remembered.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
+	for _, s := range []RememberedStore{
+		{Map: "lookup_followers", Forget: func(k shard.Key) { sh.watched.lookups.Forget(renderinputs.CR(k)) }, Len: sh.watched.lookups.Following},
+		{Map: "release_states", Forget: func(k shard.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
+		{Map: "known_releases", Forget: func(k shard.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
 		// Entries that go with the write or the handover that made them.
 		{Map: "own_writes", Len: own.Len},
 		{Map: "shard_claims", Len: sh.sharding.claims.Len},
 	} {
 		sh.remembered.Add(s)
 	}
-	accounts := map[string]*tenant.Accounts{}
+	accounts := map[string]*tenancy.Accounts{}
 	for _, w := range ws {
 		name := serviceAccountFor(w, o)
 		if name == "" || accounts[name] != nil {
 			continue
 		}
-		if err := tenant.CheckRights(context.Background(), mgr.GetClient(), name); err != nil {
+		if err := tenancy.CheckRights(context.Background(), mgr.GetClient(), name); err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 		c, err := caches.New(mgr, namespaces, caches.ServiceAccounts(name))
 		if err != nil {
 			return err
 		}
-		accounts[name] = tenant.NewAccounts(name, c)
+		accounts[name] = tenancy.NewAccounts(name, c)
 	}
 	var kinds []capabilityReader
 	for _, w := range ws {
@@ -213,7 +210,7 @@ func serviceAccountFor(w watchesfile.Watch, o options.Options) string {
 
 // setupOne sets up the reconcilers of one watch; accounts, when not nil, are the
 // ServiceAccounts its Helm actions run as.
-func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenant.Accounts) (capabilityReader, error) {
+func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenancy.Accounts) (capabilityReader, error) {
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	// helm-operator-plugins' reconciler records through the core/v1 Events API.
@@ -250,7 +247,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	gvk := w.GroupVersionKind
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.sharding.shard, Namespaces: sh.watched.namespaces,
-		Gone: func(key types.NamespacedName) { sh.remembered.Forget(remembered.Key{GVK: gvk, NamespacedName: key}) }}
+		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
 	var digests *actionclient.Digests // nil: every upgrade check is a dry run
 	if o.FastPaths.On(options.FastDigests) {
 		digests = &actionclient.Digests{Lookups: sh.watched.lookups, Stamp: sh.sharding.shard.ManagedValue()}
@@ -272,7 +269,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		// Its status writes keep and bring up to date the fields the status Reconciler owns
 		// (status.PluginWrites), and its finalizer is stored under operator-sdk's name
 		// (internal/finalizername).
-		reconciler.WithClient(finalizername.Client(status.PluginWrites(mgr.GetClient(), mgr.GetCache(), gvk, statusReconciler), gvk)),
+		reconciler.WithClient(finalizerNames(status.PluginWrites(mgr.GetClient(), mgr.GetCache(), gvk, statusReconciler), gvk)),
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),
@@ -297,7 +294,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithPostHook(applied.PostHook()),
 		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
-			values.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
+			chartapi.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.watched.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.watched.records, w.GroupVersionKind, sh.own)),
@@ -329,18 +326,18 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			return capabilityReader{}, err
 		}
 	}
-	for _, s := range []remembered.Store{
-		{Map: "status_generations", GVK: gvk, Forget: func(k remembered.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
+	for _, s := range []RememberedStore{
+		{Map: "status_generations", GVK: gvk, Forget: func(k shard.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
 		// Forgotten with the generations.
 		{Map: "status_manifests", GVK: gvk, Len: applied.Manifests.Size},
 	} {
 		sh.remembered.Add(s)
 	}
 	if digests != nil {
-		sh.remembered.Add(remembered.Store{Map: "release_digests", GVK: gvk, Forget: func(k remembered.Key) { digests.Forget(shard.Key(k)) }, Len: digests.Len})
+		sh.remembered.Add(RememberedStore{Map: "release_digests", GVK: gvk, Forget: digests.Forget, Len: digests.Len})
 	}
 	if gate != nil {
-		sh.remembered.Add(remembered.Store{Map: "rollout_holds", GVK: gvk, Forget: func(k remembered.Key) { gate.Forget(k.NamespacedName) }, Len: gate.Len})
+		sh.remembered.Add(RememberedStore{Map: "rollout_holds", GVK: gvk, Forget: func(k shard.Key) { gate.Forget(k.NamespacedName) }, Len: gate.Len})
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
 	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
@@ -354,7 +351,7 @@ func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, 
 	storage helmclient.ObjectToStorageDriverMapper, own *caches.OwnWrites) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
 	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(storage)}
 	if account != "" {
-		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenant.Impersonating(account)))
+		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenancy.Impersonating(account)))
 	}
 	actionConfigGetter, err := helmclient.NewActionConfigGetter(cfg, mapper, getterOpts...)
 	if err != nil {
@@ -373,11 +370,11 @@ func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, 
 // releases that run as the ServiceAccount account: as that ServiceAccount, so that a check learns
 // of a Secret no more than the release's own lookup may; direct (the operator's own identity)
 // when account is "".
-func CheckSecrets(cfg *rest.Config, direct values.SecretReader, account string) (values.SecretReader, error) {
+func CheckSecrets(cfg *rest.Config, direct chartapi.SecretReader, account string) (chartapi.SecretReader, error) {
 	if account == "" {
 		return direct, nil
 	}
-	return tenant.NewSecretReader(cfg, account)
+	return tenancy.NewSecretReader(cfg, account)
 }
 
 // actionClients returns the plugins' action client getter twice: failed upgrades roll back

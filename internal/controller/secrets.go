@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/values"
 )
 
 // WatchCheckedSecrets re-reconciles the custom resources whose checked values (paths, from the
@@ -58,7 +57,7 @@ func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKi
 		field, _, _ := unstructured.NestedFieldNoCopy(item.Object, "spec")
 		spec, _ := field.(map[string]any)
 		for _, p := range paths {
-			if values.ValueAt(spec, p) == secret.GetName() {
+			if chartapi.ValueAt(spec, p) == secret.GetName() {
 				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
 				break
 			}

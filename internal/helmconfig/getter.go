@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -42,9 +44,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/renderinputs"
-	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // TTL is how long learnt Capabilities and a successful reachability check are reused. A new or
@@ -68,10 +68,10 @@ type Getter struct {
 	// managed is the managed label value stamped on every release object.
 	managed string
 	// reach is what a release may touch beyond its custom resource's namespace.
-	reach reach.Policy
+	reach tenancy.Policy
 	// accounts, when set, are the ServiceAccounts the actions run as (package tenant); recorder
 	// reports a release let go because its ServiceAccount is gone.
-	accounts *tenant.Accounts
+	accounts *tenancy.Accounts
 	recorder record.EventRecorder
 }
 
@@ -80,20 +80,20 @@ type Getter struct {
 // tenant). A custom resource being deleted without it gets an empty release storage: the
 // uninstall finds no release, the reconciler lets the custom resource go, and the garbage
 // collector removes the release's objects and records through their owner references.
-func (g *Getter) RunAs(accounts *tenant.Accounts, recorder record.EventRecorder) {
+func (g *Getter) RunAs(accounts *tenancy.Accounts, recorder record.EventRecorder) {
 	g.accounts, g.recorder = accounts, recorder
 }
 
 // New wraps next; dc is asked for the server version and API groups when they are stale; every
 // object Helm builds is labelled managed (package managedlabel); policy bounds what a release
 // writes and looks up.
-func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, managed string, policy reach.Policy) *Getter {
+func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, managed string, policy tenancy.Policy) *Getter {
 	return &Getter{next: next, discovery: dc, now: time.Now, managed: managed, reach: policy}
 }
 
 // ActionConfigFor implements helmclient.ActionConfigGetter.
 func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
-	var gone *tenant.MissingError
+	var gone *tenancy.MissingError
 	if g.accounts != nil {
 		if err := g.accounts.Check(ctx, obj.GetNamespace()); err != nil {
 			if !errors.As(err, &gone) || obj.GetDeletionTimestamp() == nil {
@@ -107,7 +107,7 @@ func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*actio
 	}
 	if gone != nil {
 		cfg.Releases = storage.Init(driver.NewMemory())
-		g.recorder.Eventf(obj, corev1.EventTypeWarning, tenant.ReasonUninstallSkipped,
+		g.recorder.Eventf(obj, corev1.EventTypeWarning, tenancy.ReasonUninstallSkipped,
 			"%v; the custom resource is deleted without an uninstall, and the garbage collector removes its release through owner references", gone)
 	}
 	caps, err := g.capabilities()
@@ -140,9 +140,9 @@ func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*actio
 
 // lookupGuard refuses a template's read outside the release's reach. A read whose scope the
 // mapper cannot tell is refused: the guard fails closed.
-func lookupGuard(p reach.Policy, releaseNS string, mapper meta.RESTMapper) func(renderinputs.Read) error {
+func lookupGuard(p tenancy.Policy, releaseNS string, mapper meta.RESTMapper) func(renderinputs.Read) error {
 	return func(rd renderinputs.Read) error {
-		o := reach.Object{Namespaced: true, Namespace: rd.Namespace, Name: rd.Name,
+		o := tenancy.Object{Namespaced: true, Namespace: rd.Namespace, Name: rd.Name,
 			GroupKind: schema.GroupKind{Group: rd.Resource.Group, Kind: rd.Resource.Resource}}
 		gvk, err := mapper.KindFor(rd.Resource)
 		if err == nil {

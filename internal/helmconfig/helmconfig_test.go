@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
+	"github.com/example/myproxy-operator/internal/names"
+
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,8 +23,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
@@ -44,7 +46,7 @@ func countingDiscovery(calls *int) *fakediscovery.FakeDiscovery {
 func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 	var calls int
 	now := time.Unix(0, 0)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), managedlabel.Value, reach.Policy{})
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), names.ManagedValue, tenancy.Policy{})
 	g.now = func() time.Time { return now }
 
 	for i := 0; i < 5; i++ {
@@ -73,7 +75,7 @@ func TestCapabilitiesAreLearntOncePerTTL(t *testing.T) {
 
 func TestEachConfigurationGetsItsOwnCapabilities(t *testing.T) {
 	var calls int
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), managedlabel.Value, reach.Policy{})
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), countingDiscovery(&calls), names.ManagedValue, tenancy.Policy{})
 	a, _ := g.ActionConfigFor(context.Background(), cr)
 	b, _ := g.ActionConfigFor(context.Background(), cr)
 	a.Capabilities.KubeVersion.Version = "changed"
@@ -86,7 +88,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 	var calls int
 	now := time.Unix(0, 0)
 	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
-		countingDiscovery(&calls), managedlabel.Value, reach.Policy{})
+		countingDiscovery(&calls), names.ManagedValue, tenancy.Policy{})
 	g.now = func() time.Time { return now }
 	g.reachedAt = time.Time{}
 
@@ -126,7 +128,7 @@ func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T
 func TestRefreshReportsAChangeOfTheAPIOnce(t *testing.T) {
 	var calls int
 	fake := countingDiscovery(&calls)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), fake, managedlabel.Value, reach.Policy{})
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }), fake, names.ManagedValue, tenancy.Policy{})
 	if changed, err := g.Refresh(); err != nil || changed {
 		t.Fatalf("first refresh: changed=%v err=%v, want no change", changed, err)
 	}
@@ -163,18 +165,18 @@ func TestBuiltObjectsAreConfined(t *testing.T) {
 	clusterRole := mapping("rbac.authorization.k8s.io", "ClusterRole", false)
 	for _, tc := range []struct {
 		name    string
-		policy  reach.Policy
+		policy  tenancy.Policy
 		objs    kube.ResourceList
 		refused string // "" when allowed, else what the error names
 	}{
 		{name: "own namespace", objs: kube.ResourceList{obj(deployment, "team", "a")}},
 		{name: "another namespace", objs: kube.ResourceList{obj(deployment, "team", "a"), obj(deployment, "kube-system", "pwn")},
 			refused: "Deployment.apps kube-system/pwn"},
-		{name: "another namespace, allowed", policy: reach.Policy{Namespaces: []string{"monitoring"}},
+		{name: "another namespace, allowed", policy: tenancy.Policy{Namespaces: []string{"monitoring"}},
 			objs: kube.ResourceList{obj(deployment, "monitoring", "a")}},
 		{name: "cluster-scoped", objs: kube.ResourceList{obj(clusterRole, "team", "admin")},
 			refused: "ClusterRole.rbac.authorization.k8s.io admin (cluster-scoped)"},
-		{name: "cluster-scoped, allowed", policy: reach.Policy{ClusterScoped: []string{"ClusterRole.rbac.authorization.k8s.io"}},
+		{name: "cluster-scoped, allowed", policy: tenancy.Policy{ClusterScoped: []string{"ClusterRole.rbac.authorization.k8s.io"}},
 			objs: kube.ResourceList{obj(clusterRole, "", "admin")}},
 		{name: "scope unknown", objs: kube.ResourceList{{Name: "x", Namespace: "team", Object: &metav1.PartialObjectMetadata{}}},
 			refused: "its scope is unknown"},
@@ -199,7 +201,7 @@ func TestLookupsAreConfined(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Node"}, meta.RESTScopeRoot)
-	guard := lookupGuard(reach.Policy{Namespaces: []string{"shared"}}, "team", mapper)
+	guard := lookupGuard(tenancy.Policy{Namespaces: []string{"shared"}}, "team", mapper)
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	for _, tc := range []struct {
 		read    renderinputs.Read

@@ -5,13 +5,15 @@ import (
 	"io"
 	"strings"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/resource"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
-	"github.com/example/myproxy-operator/internal/reach"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // kubeClient is Helm's own client with a shared reachability check, which labels every object
@@ -41,7 +43,7 @@ func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) 
 	if err := c.confine(objs); err != nil {
 		return nil, err
 	}
-	return objs, managedlabel.Label(objs, c.getter.managed)
+	return objs, label(objs, c.getter.managed)
 }
 
 // confine refuses the first object of objs outside the release's reach.
@@ -50,7 +52,7 @@ func (c *kubeClient) confine(objs kube.ResourceList) error {
 		if info.Mapping == nil {
 			return fmt.Errorf("refused to write %s %q: its scope is unknown", info.Object.GetObjectKind().GroupVersionKind(), info.Name)
 		}
-		o := reach.Object{GroupKind: info.Mapping.GroupVersionKind.GroupKind(),
+		o := tenancy.Object{GroupKind: info.Mapping.GroupVersionKind.GroupKind(),
 			Namespaced: info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace, Namespace: info.Namespace, Name: info.Name}
 		if !o.Namespaced {
 			o.Namespace = ""
@@ -81,3 +83,26 @@ func (h *hookChecked) Create(key string, rls *release.Release) error {
 }
 
 func (c *kubeClient) IsReachable() error { return c.getter.reachable(c.Client.IsReachable) }
+
+// label sets the managed label (names.ManagedLabel) to value on every object of a list built by
+// Helm's kube client. It is set here, not by a post-renderer: helm-operator-plugins'
+// owner-reference post-renderer already builds and re-serialises every rendered manifest through
+// this client, so the label lands in the manifest stored in the release at no cost.
+func label(objs kube.ResourceList, value string) error {
+	return objs.Visit(func(info *resource.Info, err error) error {
+		if err != nil {
+			return err
+		}
+		m, err := meta.Accessor(info.Object)
+		if err != nil {
+			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
+		}
+		l := m.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[names.ManagedLabel] = value
+		m.SetLabels(l)
+		return nil
+	})
+}

@@ -1,7 +1,26 @@
 // Package names holds the names the operator shares with its users and between its packages:
-// condition types and reasons, Event reasons, and the labels of Helm's release records. Users
-// read them in `kubectl describe`, alerts and scripts; each is written here once.
+// condition types and reasons, Event reasons, the labels of Helm's release records and the label
+// of every release object. Users read them in `kubectl describe`, alerts and scripts; each is
+// written here once.
 package names
+
+import "k8s.io/apimachinery/pkg/labels"
+
+// ManagedLabel is on every object of every release, so that the operator's caches hold only
+// those objects: the Helm reconciler watches each kind its releases render to correct drift,
+// and controller-runtime caches every object of a watched kind in the watched namespaces (all
+// ConfigMaps of the cluster when watching all namespaces). Its value is ManagedValue when the
+// operator is not sharded (and in the default shard); a named shard's objects carry its name
+// (package shard), so that each shard caches only its own. Package helmconfig sets it.
+const (
+	ManagedLabel = "myproxy-operator.gateway.example.com/managed"
+	ManagedValue = "true"
+)
+
+// ManagedSelector selects the release objects labelled with value.
+func ManagedSelector(value string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ManagedLabel: value})
+}
 
 // Condition types. helm-operator-plugins' reconciler sets the first five; the status
 // controller sets Ready (kind.yaml may declare more, never one of these).

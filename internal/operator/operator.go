@@ -30,7 +30,6 @@ import (
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/controller"
-	"github.com/example/myproxy-operator/internal/leasefence"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/watchesfile"
@@ -125,7 +124,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		}
 		// Every client the manager builds writes only while this replica surely leads; the
 		// lock's own client (built above) is not fenced.
-		fence := leasefence.New(lock, o.RenewDeadline)
+		fence := newFence(lock, o.RenewDeadline)
 		cfg.Wrap(fence.WrapTransport)
 		fencedLock = fence
 		writer.Leading = fence.Leading

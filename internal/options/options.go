@@ -14,7 +14,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
-	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // WatchNamespaceEnv names the environment variable that scopes the operator to namespaces:
@@ -104,9 +104,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.MinReconcilePeriod, "min-reconcile-period", time.Minute,
 		"Shortest reconcile-period annotation a custom resource may ask for (0 is always allowed: no periodic "+
 			"reconciles); a shorter one makes the resource Irreconcilable, naming the annotation.")
-	fs.StringVar(&o.DefaultServiceAccount, tenant.Flag, "",
+	fs.StringVar(&o.DefaultServiceAccount, tenancy.DefaultServiceAccountFlag, "",
 		"ServiceAccount, in each custom resource's namespace, that Helm actions and template lookups run as "+
-			"for kinds whose watches.yaml entry sets no "+tenant.Key+"; empty: the operator's own identity. "+
+			"for kinds whose watches.yaml entry sets no "+tenancy.ServiceAccountKey+"; empty: the operator's own identity. "+
 			"The operator needs impersonate, get, list and watch on serviceaccounts of that name.")
 	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
 		"Maximum number of revisions kept per Helm release; 0 keeps all.")
@@ -166,8 +166,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--reconcile-period must not be negative, got %s", o.ReconcilePeriod)
 	case o.MinReconcilePeriod < 0:
 		return fmt.Errorf("--min-reconcile-period must not be negative, got %s", o.MinReconcilePeriod)
-	case o.DefaultServiceAccount != "" && tenant.CheckName(o.DefaultServiceAccount) != nil:
-		return fmt.Errorf("--%s: %w", tenant.Flag, tenant.CheckName(o.DefaultServiceAccount))
+	case o.DefaultServiceAccount != "" && tenancy.CheckName(o.DefaultServiceAccount) != nil:
+		return fmt.Errorf("--%s: %w", tenancy.DefaultServiceAccountFlag, tenancy.CheckName(o.DefaultServiceAccount))
 	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d",
 			o.KubeAPIQPS, o.KubeAPIBurst)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
 	"github.com/example/myproxy-operator/internal/caches"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -27,8 +29,6 @@ import (
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/releasestore"
-	"github.com/example/myproxy-operator/internal/tenant"
-	"github.com/example/myproxy-operator/internal/values"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
@@ -147,7 +147,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 			return Report{}, err
 		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Chart: w.Chart, OverrideValues: w.OverrideValues,
-			Translate: annotations.CheckedTranslator(values.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks},
+			Translate: annotations.CheckedTranslator(chartapi.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks},
 				silent, o.MinReconcilePeriod).Translate,
 			Actions: actions.Unforced, DryRunOption: w.DryRunOption, Account: account})
 	}
@@ -158,11 +158,11 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 	slices.Sort(namespaces)
 	writers := map[string]client.Writer{} // by user: one connection per namespace and ServiceAccount
 	as := func(namespace, account string) (client.Writer, error) {
-		user := tenant.Username(namespace, account)
+		user := tenancy.Username(namespace, account)
 		if w, ok := writers[user]; ok {
 			return w, nil
 		}
-		impersonated, err := client.New(tenant.As(cfg, namespace, account), client.Options{Scheme: scheme, Mapper: mapper})
+		impersonated, err := client.New(tenancy.As(cfg, namespace, account), client.Options{Scheme: scheme, Mapper: mapper})
 		if err != nil {
 			return nil, err
 		}

@@ -23,12 +23,12 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/example/myproxy-operator/internal/names"
+
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/example/myproxy-operator/internal/managedlabel"
 )
 
 const (
@@ -54,7 +54,7 @@ func (s Shard) Validate() error {
 		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
 			return fmt.Errorf("--shards: %q is not a valid shard name: %s", n, errs[0])
 		}
-		if n == DefaultID || n == managedlabel.Value {
+		if n == DefaultID || n == names.ManagedValue {
 			return fmt.Errorf("--shards: %q is reserved (the default shard owns the resources of no named shard)", n)
 		}
 	}
@@ -97,7 +97,7 @@ func (s Shard) Selector() labels.Selector {
 // ManagedValue is the managed label value of this shard's release objects.
 func (s Shard) ManagedValue() string {
 	if s.Name == "" {
-		return managedlabel.Value
+		return names.ManagedValue
 	}
 	return s.Name
 }

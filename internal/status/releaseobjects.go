@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // Ref identifies one object of a release.
@@ -140,7 +140,7 @@ func parseManifest(manifest, namespace string, namespaced func(schema.GroupVersi
 			continue
 		}
 		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
-			Managed: h.Metadata.Labels[managedlabel.Key]}
+			Managed: h.Metadata.Labels[names.ManagedLabel]}
 		switch {
 		case !namespaced(ref.GVK):
 			ref.Namespace = ""

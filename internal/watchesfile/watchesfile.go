@@ -16,15 +16,14 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/rollout"
-	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // Keys of a watches.yaml entry, as the plugins and the stock operator-sdk helm-operator define them.
 var Keys = []string{"group", "version", "kind", "chart", "watchDependentResources", "overrideValues",
-	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption", reach.Key,
-	tenant.Key, rollout.Key}
+	"reconcilePeriod", "maxConcurrentReconciles", "selector", "dryRunOption", tenancy.ReachKey,
+	tenancy.ServiceAccountKey, rollout.Key}
 
 // Dry-run modes for the "is an upgrade needed?" check (Helm's --dry-run values). The check must
 // stay a dry run, so Helm's "none" and "false" (a real upgrade) are refused.
@@ -39,7 +38,7 @@ type Watch struct {
 	// DryRunOption is the dry-run mode of the upgrade check; "" keeps the reconciler's (server).
 	DryRunOption string
 	// Reach is what the kind's releases may touch beyond their custom resource's namespace.
-	Reach reach.Policy
+	Reach tenancy.Policy
 	// ServiceAccountName is the ServiceAccount, of each custom resource's namespace, that the
 	// kind's Helm actions run as; "" leaves it to the operator's default (package tenant).
 	ServiceAccountName string
@@ -87,19 +86,19 @@ func Load(path string) ([]Watch, error) {
 			}
 			w.DryRunOption = s
 		}
-		if v, ok := e[reach.Key]; ok {
+		if v, ok := e[tenancy.ReachKey]; ok {
 			raw, _ := yaml.Marshal(v)
 			if err := yaml.UnmarshalStrict(raw, &w.Reach); err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", where, reach.Key, err)
+				return nil, fmt.Errorf("%s: %s: %w", where, tenancy.ReachKey, err)
 			}
 			if err := w.Reach.Check(); err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 		}
-		if v, ok := e[tenant.Key]; ok {
+		if v, ok := e[tenancy.ServiceAccountKey]; ok {
 			s, _ := v.(string)
-			if err := tenant.CheckName(s); err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", where, tenant.Key, err)
+			if err := tenancy.CheckName(s); err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", where, tenancy.ServiceAccountKey, err)
 			}
 			w.ServiceAccountName = s
 		}

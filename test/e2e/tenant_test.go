@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -66,12 +66,12 @@ func viewerSeesNoManifest(t *testing.T, ns, name string) {
 // The test's kubeconfig makes the operator act as its ServiceAccount by impersonation, and
 // one request carries one impersonation: Helm's requests as the tenant's ServiceAccount are
 // sent by the kubeconfig's own user. The operator's rights to impersonate are checked as its
-// ServiceAccount at start (tenant.CheckRights), which fails without the rule added here.
+// ServiceAccount at start (tenancy.CheckRights), which fails without the rule added here.
 func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operatorKubeconfig string, args []string) {
 	t.Helper()
 	ctx := context.Background()
 	rule := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"},
-		ResourceNames: []string{tenantAccount}, Verbs: tenant.Verbs}
+		ResourceNames: []string{tenantAccount}, Verbs: tenancy.Verbs}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "myproxy-e2e-tenant-identity"}, Rules: []rbacv1.PolicyRule{rule}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
@@ -82,7 +82,7 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 		}
 		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
 	}
-	op := harness.StartOperator(t, operatorBin, operatorKubeconfig, append(slices.Clone(args), "--"+tenant.Flag+"="+tenantAccount))
+	op := harness.StartOperator(t, operatorBin, operatorKubeconfig, append(slices.Clone(args), "--"+tenancy.DefaultServiceAccountFlag+"="+tenantAccount))
 	defer op.Stop(t)
 
 	ns := harness.Namespace(t, c, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
@@ -103,7 +103,7 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 	mp := harness.WaitForCondition(t, c, ns, name, "ReleaseFailed", "True", 120*time.Second)
 	_, _, msg := harness.Condition(mp, "ReleaseFailed")
 	t.Logf("as the tenant's ServiceAccount: ReleaseFailed: %s", msg)
-	for _, want := range []string{tenant.Username(ns, tenantAccount), `cannot create resource "deployments"`} {
+	for _, want := range []string{tenancy.Username(ns, tenantAccount), `cannot create resource "deployments"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("ReleaseFailed says %q, want it to name %q", msg, want)
 		}

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/hack/manifests/manifestgen"
-	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/test/harness"
@@ -97,7 +96,7 @@ var corpusObjectKinds = []schema.GroupVersionKind{
 // deliberateDifferences are the metadata keys in which this operator's objects differ from the
 // stock operator's, and why (docs/migration.md).
 var deliberateDifferences = map[string]string{
-	managedlabel.Key:                      "the label this operator's caches select release objects on (package managedlabel)",
+	names.ManagedLabel:                    "the label this operator's caches select release objects on (package managedlabel)",
 	"helm.sdk.operatorframework.io/chart": "the label the stock operator's caches select release objects on",
 }
 

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -221,7 +221,7 @@ func releaseState(t *testing.T, c client.Client, ns string) map[string]string {
 	lists := map[string]client.ObjectList{"Deployment": &appsv1.DeploymentList{}, "Service": &corev1.ServiceList{},
 		"ConfigMap": &corev1.ConfigMapList{}}
 	for kind, list := range lists {
-		if err := c.List(ctx, list, client.InNamespace(ns), client.HasLabels{managedlabel.Key}); err != nil {
+		if err := c.List(ctx, list, client.InNamespace(ns), client.HasLabels{names.ManagedLabel}); err != nil {
 			t.Fatal(err)
 		}
 		_ = meta.EachListItem(list, func(o runtime.Object) error {

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
@@ -69,15 +68,15 @@ func TestInstallUpgradeDriftUninstall(t *testing.T) {
 			t.Errorf("%T of the release: %v", obj, err)
 		}
 		// The operator's caches see only labelled objects: without the label, no drift is corrected.
-		if obj.GetLabels()[managedlabel.Key] != managedlabel.Value {
-			t.Errorf("%T of the release lacks the label %s: %v", obj, managedlabel.Key, obj.GetLabels())
+		if obj.GetLabels()[names.ManagedLabel] != names.ManagedValue {
+			t.Errorf("%T of the release lacks the label %s: %v", obj, names.ManagedLabel, obj.GetLabels())
 		}
 	}
 	rel, err := driver.NewSecrets(kubernetes.NewForConfigOrDie(cfg).CoreV1().Secrets(ns)).Get("sh.helm.release.v1.edge.v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, want := strings.Count(rel.Manifest, managedlabel.Key+": \"true\""), 3; n != want {
+	if n, want := strings.Count(rel.Manifest, names.ManagedLabel+": \"true\""), 3; n != want {
 		t.Errorf("the stored manifest labels %d objects, want %d:\n%s", n, want, rel.Manifest)
 	}
 	if got := dep.Labels["app.kubernetes.io/instance"]; got != "edge" {

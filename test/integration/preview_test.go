@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/preview"
-	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
@@ -297,7 +297,7 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	const account = "deployer"
-	watches := harness.WriteWatches(t, harness.Watch{Extra: tenant.Key + ": " + account})
+	watches := harness.WriteWatches(t, harness.Watch{Extra: tenancy.ServiceAccountKey + ": " + account})
 	// narrow's ServiceAccount may not create Deployments nor read Secrets; broad's has the
 	// generated deployer role.
 	narrow, broad := newNamespace(t, c, nil), newNamespace(t, c, nil)
@@ -326,7 +326,7 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
-	user := tenant.Username(narrow, account)
+	user := tenancy.Username(narrow, account)
 	want := map[string]struct {
 		outcome preview.Outcome
 		says    []string // in the release's message and its objects' refusals

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/example/myproxy-operator/internal/managedlabel"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/test/harness"
@@ -189,7 +189,7 @@ func TestShardsDivideTheFleet(t *testing.T) {
 	c := e.admin
 	users := []string{"shard-default", "shard-a", "shard-b"}
 	owner := map[string]string{"shard-default": shard.DefaultID, "shard-a": "a", "shard-b": "b"}
-	managed := map[string]string{"shard-default": managedlabel.Value, "shard-a": "a", "shard-b": "b"}
+	managed := map[string]string{"shard-default": names.ManagedValue, "shard-a": "a", "shard-b": "b"}
 
 	// The unsharded operator over a fleet of its own namespace: its heap once the first release
 	// of each shard label is deployed (every informer exists), and with the whole fleet.
@@ -229,7 +229,7 @@ func TestShardsDivideTheFleet(t *testing.T) {
 		if !deployed(mp) {
 			return false, "not deployed"
 		}
-		if got := labelsOf(t)[mp.GetName()][managedlabel.Key]; got != managed[user] {
+		if got := labelsOf(t)[mp.GetName()][names.ManagedLabel]; got != managed[user] {
 			return false, "Deployment labelled managed=" + got
 		}
 		return true, ""

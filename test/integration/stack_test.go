@@ -40,10 +40,9 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/helmconfig"
-	"github.com/example/myproxy-operator/internal/managedlabel"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/reach"
 	"github.com/example/myproxy-operator/internal/shard"
+	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -310,7 +309,7 @@ func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := helmclient.NewActionClientGetter(helmconfig.New(configs, dc, managedlabel.Value, reach.Policy{}))
+	base, err := helmclient.NewActionClientGetter(helmconfig.New(configs, dc, names.ManagedValue, tenancy.Policy{}))
 	if err != nil {
 		t.Fatal(err)
 	}

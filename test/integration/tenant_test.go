@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -52,7 +52,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
 	const account = "deployer"
-	startOperator(t, harness.Watch{Extra: tenant.Key + ": " + account})
+	startOperator(t, harness.Watch{Extra: tenancy.ServiceAccountKey + ": " + account})
 
 	// A ServiceAccount that may read Deployments but not create them, and may not read Secrets
 	// (what the chart's lookup of the TLS Secret needs).
@@ -66,7 +66,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 	if err := c.Create(ctx, tls); err != nil {
 		t.Fatal(err)
 	}
-	user := tenant.Username(narrow, account)
+	user := tenancy.Username(narrow, account)
 	// The chart's check of the TLS Secret (kind.yaml) reads it as the ServiceAccount too: it is
 	// refused before anything is rendered, naming the field, where the operator's own identity
 	// would have read it.
@@ -140,7 +140,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	harness.WaitForGone(t, c, edge, timeout)
-	if ev := harness.WaitForEvent(t, c, ns, "edge", tenant.ReasonUninstallSkipped, timeout); !strings.Contains(ev, "ServiceAccount "+ns+"/"+account) {
-		t.Errorf("the %s Event %q does not name the ServiceAccount", tenant.ReasonUninstallSkipped, ev)
+	if ev := harness.WaitForEvent(t, c, ns, "edge", tenancy.ReasonUninstallSkipped, timeout); !strings.Contains(ev, "ServiceAccount "+ns+"/"+account) {
+		t.Errorf("the %s Event %q does not name the ServiceAccount", tenancy.ReasonUninstallSkipped, ev)
 	}
 }

@@ -3,10 +3,11 @@ package manifestgen
 import (
 	"fmt"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/reach"
 )
 
 // clusterScoped are the cluster-scoped kinds of Kubernetes' own APIs. An offline rendering has
@@ -41,7 +42,7 @@ func init() {
 // cluster-scoped kind that reach.clusterScoped does not name, or an object placed in a
 // namespace other than the release's that reach.namespaces does not name. Such a release
 // would fail at its first action; make manifests says so first, and grants no right for it.
-func checkReach(chartPath string, p reach.Policy, renderings []chartapi.Rendering) error {
+func checkReach(chartPath string, p tenancy.Policy, renderings []chartapi.Rendering) error {
 	for _, r := range renderings {
 		for _, o := range r.Objects {
 			if err := reachOf(p, o); err != nil {
@@ -58,7 +59,7 @@ func checkReach(chartPath string, p reach.Policy, renderings []chartapi.Renderin
 
 // withinReach returns r with only the objects the watch allows, and an error per object left
 // out: no right is granted for what a release would be refused.
-func withinReach(p reach.Policy, r chartapi.Rendering) (chartapi.Rendering, []error) {
+func withinReach(p tenancy.Policy, r chartapi.Rendering) (chartapi.Rendering, []error) {
 	var kept []map[string]any
 	var refused []error
 	for _, o := range r.Objects {
@@ -73,14 +74,14 @@ func withinReach(p reach.Policy, r chartapi.Rendering) (chartapi.Rendering, []er
 }
 
 // reachOf says whether the watch allows a release to write the rendered object o.
-func reachOf(p reach.Policy, o map[string]any) error {
+func reachOf(p tenancy.Policy, o map[string]any) error {
 	apiVersion, _ := o["apiVersion"].(string)
 	kind, _ := o["kind"].(string)
 	gk := schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind()
 	meta, _ := o["metadata"].(map[string]any)
 	name, _ := meta["name"].(string)
 	ns, _ := meta["namespace"].(string)
-	obj := reach.Object{GroupKind: gk, Namespaced: !clusterScoped[gk], Namespace: ns, Name: name}
+	obj := tenancy.Object{GroupKind: gk, Namespaced: !clusterScoped[gk], Namespace: ns, Name: name}
 	if obj.Namespaced && ns == "" {
 		obj.Namespace = chartapi.SampleNamespace // Helm puts it in the release's namespace
 	}

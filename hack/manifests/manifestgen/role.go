@@ -6,10 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/example/myproxy-operator/internal/tenancy"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/example/myproxy-operator/internal/tenant"
 )
 
 // Verbs, once each: what the operator's requests use (an e2e test compares them with the
@@ -115,8 +115,8 @@ func Role(kinds []Kind) []byte {
 	}
 	if len(accounts) > 0 {
 		slices.Sort(accounts)
-		rules = append(rules, rule{comment: "The ServiceAccounts, by name, whose identity the releases of some kinds take (watches.yaml " + tenant.Key + ").",
-			group: "", resource: "serviceaccounts", resourceNames: accounts, verbs: tenant.Verbs})
+		rules = append(rules, rule{comment: "The ServiceAccounts, by name, whose identity the releases of some kinds take (watches.yaml " + tenancy.ServiceAccountKey + ").",
+			group: "", resource: "serviceaccounts", resourceNames: accounts, verbs: tenancy.Verbs})
 	}
 	rules = append(rules,
 		rule{comment: "Events on the custom resources.", group: "", resource: "events", verbs: eventVerbs},

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/example/myproxy-operator/internal/tenant"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // RBACKustomization lists config/rbac: the manager's own rights, then the user roles of every
@@ -81,7 +81,7 @@ const deployerSuffix = "deployer"
 func DeployerRole(k Kind) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# What the chart of %s renders and looks up, for the ServiceAccount their releases run as\n"+
-		"# (watches.yaml %s): bind it in a namespace with a RoleBinding. Not aggregated.\n", pluralTitle(k), tenant.Key)
+		"# (watches.yaml %s): bind it in a namespace with a RoleBinding. Not aggregated.\n", pluralTitle(k), tenancy.ServiceAccountKey)
 	b.WriteString(clusterRoleHeader(fmt.Sprintf("%s-%s-role", strings.ToLower(k.GVK.Kind), deployerSuffix)))
 	b.WriteString("rules:\n")
 	rules := map[string]rule{}

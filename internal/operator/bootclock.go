@@ -1,4 +1,4 @@
-package leasefence
+package operator
 
 import (
 	"time"

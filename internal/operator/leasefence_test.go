@@ -1,4 +1,4 @@
-package leasefence
+package operator
 
 import (
 	"context"
@@ -35,9 +35,9 @@ type clock struct{ t time.Duration }
 
 func (c *clock) now() time.Duration { return c.t }
 
-func newFence() (*Fence, *lock, *clock) {
+func testFence() (*Fence, *lock, *clock) {
 	l, c := &lock{}, &clock{t: 1000 * time.Second}
-	f := New(l, 10*time.Second)
+	f := newFence(l, 10*time.Second)
 	f.now = c.now
 	return f, l, c
 }
@@ -45,7 +45,7 @@ func newFence() (*Fence, *lock, *clock) {
 func TestCheckFollowsRenewals(t *testing.T) {
 	ctx := context.Background()
 	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
-	f, l, c := newFence()
+	f, l, c := testFence()
 	if err := f.Check(); err == nil || !strings.Contains(err.Error(), "does not hold") {
 		t.Errorf("before acquiring: %v, want an error saying it does not hold the Lease", err)
 	}
@@ -91,7 +91,7 @@ func TestCheckFollowsRenewals(t *testing.T) {
 }
 
 func TestTransportFencesWritesOnly(t *testing.T) {
-	f, _, c := newFence()
+	f, _, c := testFence()
 	var reached []string
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached = append(reached, r.Method+" "+r.URL.Path)
@@ -151,7 +151,7 @@ func TestTransportFencesWritesOnly(t *testing.T) {
 // A suspend of the machine moves the boot clock by its length (the monotonic clock would not
 // move): the fence closes on resume.
 func TestASuspendClosesTheFence(t *testing.T) {
-	f, _, c := newFence()
+	f, _, c := testFence()
 	if err := f.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
 		t.Fatal(err)
 	}

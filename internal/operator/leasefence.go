@@ -1,4 +1,4 @@
-// Package leasefence keeps a replica that lost the leader Lease without knowing it from writing
+// A lease fence keeps a replica that lost the leader Lease without knowing it from writing
 // to the cluster.
 //
 // Leader election protects against a leader that dies or loses the apiserver: a live leader that
@@ -20,7 +20,8 @@
 // What it cannot close: a request checked just before the freeze and sent just after. Release
 // records are also written with optimistic concurrency (package releasestore), so that such a
 // straggler cannot overwrite a newer record.
-package leasefence
+
+package operator
 
 import (
 	"context"
@@ -57,8 +58,8 @@ type Fence struct {
 	renewed time.Duration // when the last successful write of the Lease naming this replica was sent
 }
 
-// New wraps lock; writes are allowed for validFor (the renew deadline) after each renewal.
-func New(lock resourcelock.Interface, validFor time.Duration) *Fence {
+// newFence wraps lock; writes are allowed for validFor (the renew deadline) after each renewal.
+func newFence(lock resourcelock.Interface, validFor time.Duration) *Fence {
 	return &Fence{Interface: lock, validFor: validFor, now: BootClock}
 }
 

@@ -1,4 +1,4 @@
-package managedlabel
+package helmconfig
 
 import (
 	"testing"
@@ -9,9 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
-func info(obj runtime.Object) *resource.Info {
+func labelled(obj runtime.Object) *resource.Info {
 	u, _ := obj.(*unstructured.Unstructured)
 	i := &resource.Info{Object: obj, Mapping: &meta.RESTMapping{}}
 	if u != nil {
@@ -31,11 +33,11 @@ func TestLabelMarksEveryObjectAndKeepsTheRest(t *testing.T) {
 		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "p"},
 		"spec": map[string]any{"replicas": int64(2)},
 	}}
-	if err := Label(kube.ResourceList{info(cm), info(dep)}, Value); err != nil {
+	if err := label(kube.ResourceList{labelled(cm), labelled(dep)}, names.ManagedValue); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []*unstructured.Unstructured{cm, dep} {
-		if !Selector(Value).Matches(labels.Set(o.GetLabels())) {
+		if !names.ManagedSelector(names.ManagedValue).Matches(labels.Set(o.GetLabels())) {
 			t.Errorf("%s %s not labelled: %v", o.GetKind(), o.GetName(), o.GetLabels())
 		}
 	}
@@ -51,7 +53,7 @@ func TestLabelMarksEveryObjectAndKeepsTheRest(t *testing.T) {
 }
 
 func TestLabelRefusesAnObjectWithoutMetadata(t *testing.T) {
-	if err := Label(kube.ResourceList{info(&runtime.Unknown{})}, Value); err == nil {
+	if err := label(kube.ResourceList{labelled(&runtime.Unknown{})}, names.ManagedValue); err == nil {
 		t.Error("an object without metadata was labelled")
 	}
 }

@@ -1,10 +1,12 @@
-// Package reach confines what a custom resource's release may touch: every object Helm builds
+// Package tenancy keeps each custom resource's release to what its tenant may touch.
+//
+// A Policy (reach.go) confines what a release may touch: every object Helm builds
 // (to create, update, patch, delete or run as a hook) and every object a template looks up must
 // be namespaced and in the custom resource's namespace, unless the kind's watches.yaml entry
 // allows more by name (the reach key). A custom resource's spec is a tenant's input, and the
 // operator's own rights span the cluster: without this, whoever may create a custom resource
 // in one namespace could make the operator write, or read Secrets, in any other.
-package reach
+package tenancy
 
 import (
 	"fmt"
@@ -14,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Key is the watches.yaml key of a Policy.
-const Key = "reach"
+// ReachKey is the watches.yaml key of a Policy.
+const ReachKey = "reach"
 
 // Policy is what one kind's releases may touch beyond their own namespace, as an administrator
 // allowed it in watches.yaml. The zero Policy allows nothing beyond the release namespace.
@@ -32,12 +34,12 @@ type Policy struct {
 func (p Policy) Check() error {
 	for _, k := range p.ClusterScoped {
 		if k == "" || strings.ContainsAny(k, " /*") || strings.HasPrefix(k, ".") {
-			return fmt.Errorf("%s.clusterScoped: %q is not a Kind.group (ClusterRole.rbac.authorization.k8s.io, or Namespace for a core kind); wildcards are not allowed", Key, k)
+			return fmt.Errorf("%s.clusterScoped: %q is not a Kind.group (ClusterRole.rbac.authorization.k8s.io, or Namespace for a core kind); wildcards are not allowed", ReachKey, k)
 		}
 	}
 	for _, ns := range p.Namespaces {
 		if ns == "" || strings.ContainsAny(ns, " /*.") {
-			return fmt.Errorf("%s.namespaces: %q is not a namespace name; wildcards are not allowed", Key, ns)
+			return fmt.Errorf("%s.namespaces: %q is not a namespace name; wildcards are not allowed", ReachKey, ns)
 		}
 	}
 	return nil
@@ -85,19 +87,19 @@ func (o Object) String() string {
 	}
 }
 
-// Error is an object outside a release's reach. Its message names the object, the release
+// ReachError is an object outside a release's reach. Its message names the object, the release
 // namespace and the watches.yaml key that would allow it.
-type Error struct {
+type ReachError struct {
 	// Verb is what the release would do: "write" or "look up".
 	Verb             string
 	Object           Object
 	ReleaseNamespace string
 }
 
-func (e *Error) Error() string {
-	allow := fmt.Sprintf("watches.yaml %s.namespaces", Key)
+func (e *ReachError) Error() string {
+	allow := fmt.Sprintf("watches.yaml %s.namespaces", ReachKey)
 	if !e.Object.Namespaced {
-		allow = fmt.Sprintf("watches.yaml %s.clusterScoped", Key)
+		allow = fmt.Sprintf("watches.yaml %s.clusterScoped", ReachKey)
 	}
 	return fmt.Sprintf("refused to %s %s: outside namespace %s of the custom resource, and %s does not allow it",
 		e.Verb, e.Object, e.ReleaseNamespace, allow)
@@ -112,7 +114,7 @@ func (p Policy) Write(releaseNS string, o Object) error {
 	if !o.Namespaced && p.AllowsClusterScoped(o.GroupKind) {
 		return nil
 	}
-	return &Error{Verb: "write", Object: o, ReleaseNamespace: releaseNS}
+	return &ReachError{Verb: "write", Object: o, ReleaseNamespace: releaseNS}
 }
 
 // Read checks what a template of a release in releaseNS looks up. Cluster-scoped kinds may be
@@ -122,5 +124,5 @@ func (p Policy) Read(releaseNS string, o Object) error {
 	if !o.Namespaced || (o.Namespace != "" && p.allowsNamespace(releaseNS, o.Namespace)) {
 		return nil
 	}
-	return &Error{Verb: "look up", Object: o, ReleaseNamespace: releaseNS}
+	return &ReachError{Verb: "look up", Object: o, ReleaseNamespace: releaseNS}
 }

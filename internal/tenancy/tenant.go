@@ -1,5 +1,6 @@
-// Package tenant runs a custom resource's Helm actions, template lookups and the Secret checks of
-// its chart's kind.yaml as a ServiceAccount of the custom resource's namespace, named by an
+// A kind whose watches.yaml entry names a ServiceAccount runs its custom resources' Helm
+// actions, template lookups and the Secret checks of its chart's kind.yaml as a ServiceAccount
+// of the custom resource's namespace, named by an
 // administrator (the serviceAccountName key of watches.yaml, or the operator's
 // --default-service-account), so that what a chart may do in a namespace is bounded by the RBAC
 // its tenant was given there, not by the operator's rights.
@@ -15,7 +16,8 @@
 // resource deleted after its ServiceAccount (as when its namespace is deleted) is let go without
 // an uninstall: nothing may act for the tenant any more, and the release's objects and records
 // carry owner references to the custom resource, so the garbage collector removes them.
-package tenant
+
+package tenancy
 
 import (
 	"context"
@@ -40,14 +42,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// Key is the watches.yaml key naming the ServiceAccount of one kind's releases.
-const Key = "serviceAccountName"
+// ServiceAccountKey is the watches.yaml key naming the ServiceAccount of one kind's releases.
+const ServiceAccountKey = "serviceAccountName"
 
 // ReasonUninstallSkipped is the Event of a custom resource deleted after its ServiceAccount.
 const ReasonUninstallSkipped = "UninstallSkipped"
 
-// Flag is the operator's flag naming the ServiceAccount of the kinds whose entry names none.
-const Flag = "default-service-account"
+// DefaultServiceAccountFlag is the operator's flag naming the ServiceAccount of the kinds whose entry names none.
+const DefaultServiceAccountFlag = "default-service-account"
 
 // CheckName reports why name cannot be a ServiceAccount's.
 func CheckName(name string) error {
@@ -101,7 +103,7 @@ func NewSecretReader(cfg *rest.Config, name string) (*SecretReader, error) {
 func (r *SecretReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	secret, ok := obj.(*corev1.Secret)
 	if !ok {
-		return fmt.Errorf("tenant.SecretReader reads Secrets, not %T", obj)
+		return fmt.Errorf("SecretReader reads Secrets, not %T", obj)
 	}
 	return r.rest.Get().Namespace(key.Namespace).Resource("secrets").Name(key.Name).
 		SetHeader(transport.ImpersonateUserHeader, Username(key.Namespace, r.name)).
@@ -115,7 +117,7 @@ type MissingError struct {
 
 func (e *MissingError) Error() string {
 	return fmt.Sprintf("ServiceAccount %s/%s does not exist: the Helm actions of this custom resource run as it "+
-		"(watches.yaml %s or --%s); create it and bind it the roles the chart needs", e.Namespace, e.Name, Key, Flag)
+		"(watches.yaml %s or --%s); create it and bind it the roles the chart needs", e.Namespace, e.Name, ServiceAccountKey, DefaultServiceAccountFlag)
 }
 
 // Accounts knows which namespaces hold the ServiceAccount of one name.

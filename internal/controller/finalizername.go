@@ -1,17 +1,18 @@
-// Package finalizername stores the uninstall finalizer under the name operator-sdk's
+// finalizerNames stores the uninstall finalizer under the name operator-sdk's
 // helm-operator uses, while helm-operator-plugins' reconciler keeps working with its own.
 //
 // The reconciler adds, checks and removes the finalizer "uninstall-helm-release", a name it
 // does not let a user choose; the apiserver warns that it is not domain-qualified, and the
 // stock operator-sdk helm-operator knows it not: a custom resource moved from one operator to
 // the other would keep a finalizer nobody removes and hang in Terminating. The reconciler takes
-// its client as an option; Client wraps it so that the name is translated at the boundary:
+// its client as an option; finalizerNames wraps it so that the name is translated at the boundary:
 // every object of the kind the reconciler reads or gets back from a write carries
 // names.ReconcilerFinalizer wherever the stored object has either name, and every object it
 // writes stores names.UninstallFinalizer. Both operators then guard the same releases with the
 // same finalizer, and a resource that still stores the old name is moved to the new one by
 // the next write of its finalizers.
-package finalizername
+
+package controller
 
 import (
 	"context"
@@ -23,8 +24,8 @@ import (
 	"github.com/example/myproxy-operator/internal/names"
 )
 
-// Client returns c, translating the uninstall finalizer of gvk's objects as the package says.
-func Client(c client.Client, gvk schema.GroupVersionKind) client.Client {
+// finalizerNames returns c, translating the uninstall finalizer of gvk's objects as the package says.
+func finalizerNames(c client.Client, gvk schema.GroupVersionKind) client.Client {
 	return &translating{Client: c, gvk: gvk}
 }
 

@@ -1,4 +1,4 @@
-package values
+package chartapi
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/test/certs"
 )
 
@@ -82,9 +81,9 @@ func TestTranslate(t *testing.T) {
 
 // myProxyChecks are the checks the project's chart declares: these tests are the TLS Secret
 // check as MyProxy users see it.
-func myProxyChecks(t testing.TB) []chartapi.Check {
+func myProxyChecks(t testing.TB) []Check {
 	t.Helper()
-	k, err := chartapi.Load(filepath.Join("..", "..", "helm-charts", "myproxy"))
+	k, err := Load(filepath.Join("..", "..", "helm-charts", "myproxy"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestSecretCheckOfAnyValue(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "team"}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"username": []byte("u")},
 	}).Build()
-	checks := []chartapi.Check{{Secret: &chartapi.SecretCheck{Value: "auth.existingSecret", Keys: []string{"username", "password"}}}}
+	checks := []Check{{Secret: &SecretCheck{Value: "auth.existingSecret", Keys: []string{"username", "password"}}}}
 	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"auth": map[string]any{"existingSecret": "creds"}}}}
 	obj.SetNamespace("team")
 	_, err := Translator{Reader: reader, Recorder: record.NewFakeRecorder(1), Checks: checks}.Translate(context.Background(), obj)

@@ -1,4 +1,4 @@
-package requeue
+package controller
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func (s setup) Watch(src source.Source) error { return src.Start(context.Backgro
 func TestQueuesReachTheReconcilersQueue(t *testing.T) {
 	gvk := schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
 	key := types.NamespacedName{Namespace: "ns", Name: "p"}
-	q := New()
+	q := NewQueues()
 	q.Add(gvk, key) // before the controller started: nothing to do, and no panic
 
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())

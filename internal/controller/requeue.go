@@ -1,9 +1,10 @@
-// Package requeue lets code outside a reconciler put custom resources into that reconciler's
+// Queues lets code outside a reconciler put custom resources into that reconciler's
 // work queue: to reconcile one again after a period, or at once because something its release
 // depends on changed. helm-operator-plugins offers no handle on its controller's queue; a
 // source added through its controller setup seam is handed the queue when the controller
 // starts, and Queues keeps it.
-package requeue
+
+package controller
 
 import (
 	"context"
@@ -24,8 +25,8 @@ type Queues struct {
 	queues map[schema.GroupVersionKind]workqueue.TypedRateLimitingInterface[reconcile.Request]
 }
 
-// New returns an empty set of queues.
-func New() *Queues {
+// NewQueues returns an empty set of queues.
+func NewQueues() *Queues {
 	return &Queues{queues: map[schema.GroupVersionKind]workqueue.TypedRateLimitingInterface[reconcile.Request]{}}
 }
 

@@ -1,4 +1,4 @@
-package finalizername_test
+package controller
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/example/myproxy-operator/internal/finalizername"
 	"github.com/example/myproxy-operator/internal/names"
 )
 
@@ -25,10 +24,10 @@ func object(kind schema.GroupVersionKind, finalizers ...string) *unstructured.Un
 	return u
 }
 
-func setup(t *testing.T, stored *unstructured.Unstructured) (client.Client, client.Client) {
+func finalizerSetup(t *testing.T, stored *unstructured.Unstructured) (client.Client, client.Client) {
 	t.Helper()
 	raw := fake.NewClientBuilder().WithObjects(stored).WithStatusSubresource(stored).Build()
-	return raw, finalizername.Client(raw, stored.GroupVersionKind())
+	return raw, finalizerNames(raw, stored.GroupVersionKind())
 }
 
 func get(t *testing.T, c client.Client, kind schema.GroupVersionKind) *unstructured.Unstructured {
@@ -52,7 +51,7 @@ func TestTheReconcilerReadsItsOwnNameForEitherStoredName(t *testing.T) {
 		{"none", []string{"a.example.com/x"}, []string{"a.example.com/x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, c := setup(t, object(gvk, tc.stored...))
+			_, c := finalizerSetup(t, object(gvk, tc.stored...))
 			if got := get(t, c, gvk).GetFinalizers(); !slices.Equal(got, tc.want) {
 				t.Errorf("read %v, want %v", got, tc.want)
 			}
@@ -61,7 +60,7 @@ func TestTheReconcilerReadsItsOwnNameForEitherStoredName(t *testing.T) {
 }
 
 func TestWritesStoreOperatorSDKsNameAndHandBackTheReconcilers(t *testing.T) {
-	raw, c := setup(t, object(gvk, names.ReconcilerFinalizer))
+	raw, c := finalizerSetup(t, object(gvk, names.ReconcilerFinalizer))
 	ctx := context.Background()
 	u := get(t, c, gvk)
 	u.SetFinalizers(append(u.GetFinalizers(), "a.example.com/x"))
@@ -100,7 +99,7 @@ func TestWritesStoreOperatorSDKsNameAndHandBackTheReconcilers(t *testing.T) {
 func TestOtherKindsAreLeftAlone(t *testing.T) {
 	other := schema.GroupVersionKind{Group: "web.example.com", Version: "v1", Kind: "Site"}
 	raw := fake.NewClientBuilder().WithObjects(object(other, names.UninstallFinalizer)).Build()
-	c := finalizername.Client(raw, gvk)
+	c := finalizerNames(raw, gvk)
 	if got := get(t, c, other).GetFinalizers(); !slices.Equal(got, []string{names.UninstallFinalizer}) {
 		t.Errorf("another kind read %v", got)
 	}

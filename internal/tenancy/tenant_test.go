@@ -1,4 +1,4 @@
-package tenant
+package tenancy
 
 import (
 	"context"
@@ -80,7 +80,7 @@ func TestCheckName(t *testing.T) {
 
 func TestMissingErrorNamesTheAccountAndTheSetting(t *testing.T) {
 	msg := (&MissingError{Namespace: "team", Name: "deployer"}).Error()
-	for _, want := range []string{"ServiceAccount team/deployer does not exist", Key, "--" + Flag} {
+	for _, want := range []string{"ServiceAccount team/deployer does not exist", ServiceAccountKey, "--" + DefaultServiceAccountFlag} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q does not name %q", msg, want)
 		}

@@ -1,9 +1,10 @@
-// Package values translates a custom resource into its chart's values. The spec already is the
+// Translator translates a custom resource into its chart's values. The spec already is the
 // values (the CRD schema comes from values.schema.json); what remains is what a schema cannot
 // check because it depends on other objects: the checks the chart's kind.yaml declares, such as
 // "the Secret that tls.secretName names exists and holds a valid certificate". The kinds of check
 // are here; which value each applies to is the chart's.
-package values
+
+package chartapi
 
 import (
 	"context"
@@ -20,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/names"
 )
 
@@ -33,7 +33,7 @@ type Translator struct {
 	// more than the release's own lookup of the same Secret may.
 	Reader   SecretReader
 	Recorder record.EventRecorder
-	Checks   []chartapi.Check
+	Checks   []Check
 }
 
 // SecretReader reads the Secret a check names: a client.Reader, or tenant.SecretReader.
@@ -65,7 +65,7 @@ func ValueAt(spec map[string]any, path string) string {
 	return name
 }
 
-func (t Translator) checkSecret(ctx context.Context, namespace string, spec map[string]any, c chartapi.SecretCheck) error {
+func (t Translator) checkSecret(ctx context.Context, namespace string, spec map[string]any, c SecretCheck) error {
 	name := ValueAt(spec, c.Value)
 	if name == "" {
 		return nil
