@@ -193,6 +193,16 @@ func Load(chartDir string) (*Kind, error) {
 	return k, nil
 }
 
+// LoadCompiled loads and compiles the declaration of the chart in chartDir: what the operator
+// does at start. Its checks against the chart's renderings run in `make manifests`.
+func LoadCompiled(chartDir string) (*Compiled, error) {
+	k, err := Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	return Compile(k)
+}
+
 // The sources of a spec schema (Kind.SpecSchema).
 const (
 	SpecFromValuesSchema = "values.schema.json"

@@ -239,7 +239,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("chart %s: %w", w.ChartPath, err)
 	}
-	declaration, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
+	declaration, err := chartapi.LoadCompiled(w.ChartPath)
 	if err != nil {
 		return capabilityReader{}, err
 	}

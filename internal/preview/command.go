@@ -138,7 +138,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		if err != nil {
 			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
-		declaration, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
+		declaration, err := chartapi.LoadCompiled(w.ChartPath)
 		if err != nil {
 			return Report{}, err
 		}

@@ -73,7 +73,7 @@ metadata:
 // as SetupWithManager would, without a manager.
 func statusReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.Client, *watchRecorder) {
 	t.Helper()
-	decl, err := chartapi.LoadChecked(filepath.Join("..", "..", "helm-charts", "myproxy"), myProxyGVK)
+	decl, err := chartapi.LoadCompiled(filepath.Join("..", "..", "helm-charts", "myproxy"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/hack/manifests/chartrender"
 	"github.com/example/myproxy-operator/internal/caches"
-	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/status"
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -37,7 +37,7 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 		t.Fatal(err)
 	}
 	harness.WaitForCondition(t, c, ns, "both", "Deployed", "True", timeout)
-	declaration, err := chartapi.LoadChecked(filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), harness.MyProxyGVK)
+	declaration, err := chartrender.LoadChecked(filepath.Join(harness.RepoRoot(), "helm-charts", "myproxy"), harness.MyProxyGVK)
 	if err != nil {
 		t.Fatal(err)
 	}

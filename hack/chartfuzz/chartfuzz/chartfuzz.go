@@ -23,7 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/hack/manifests/chartrender"
 )
 
 // Fragments are the hostile strings: every line break YAML knows, quotes, backslashes, nginx
@@ -71,7 +71,7 @@ func Run(chartDir string, seeds []map[string]any, check func(r, seed Rendering) 
 			return Report{}, fmt.Errorf("values.schema.json: %w", err)
 		}
 	}
-	own, err := chartapi.Render(chartDir)
+	own, err := chartrender.Render(chartDir)
 	if err != nil {
 		return Report{}, err
 	}
@@ -106,7 +106,7 @@ func (f *fuzzer) fuzzSeed(name string, seed map[string]any) error {
 	if !f.admitted(values) {
 		return fmt.Errorf("%s: the schema refuses the seed itself", name)
 	}
-	objs, err := chartapi.RenderValues(f.chart, values)
+	objs, err := chartrender.RenderValues(f.chart, values)
 	if err != nil {
 		return fmt.Errorf("%s: rendering the seed: %w", name, err)
 	}
@@ -139,7 +139,7 @@ func (f *fuzzer) try(mutation string, values map[string]any, base Rendering) {
 		return
 	}
 	f.report.Admitted++
-	objs, err := chartapi.RenderValues(f.chart, values)
+	objs, err := chartrender.RenderValues(f.chart, values)
 	if err != nil {
 		f.report.Findings = append(f.report.Findings, Finding{Mutation: mutation,
 			Problem: "admitted by the schema, but the chart does not render: " + err.Error()})
@@ -167,7 +167,7 @@ func (f *fuzzer) invariants(r, base Rendering) string {
 		if apiVersion == "" || kind == "" || name == "" {
 			problems = append(problems, fmt.Sprintf("a document is not an object with apiVersion, kind and metadata.name: %.200v", o))
 		}
-		if ns != chartapi.SampleNamespace {
+		if ns != chartrender.SampleNamespace {
 			problems = append(problems, fmt.Sprintf("%s %s is in namespace %q, not the release's", kind, name, ns))
 		}
 	}

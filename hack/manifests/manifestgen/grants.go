@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/hack/manifests/chartrender"
 )
 
 // refusedVerbs are never passed on from a chart's Role or ClusterRole to the operator's own
@@ -15,7 +15,7 @@ var refusedVerbs = []string{"escalate", "bind", "impersonate"}
 // chartGrants returns the rules the Roles and ClusterRoles of the renderings hold, as rules the
 // operator (or the tenant's ServiceAccount) must hold to create them, and a note for each rule
 // or verb left out: wildcards, non-resource URLs and the refused verbs.
-func chartGrants(renderings []chartapi.Rendering) (rules []rule, notes []string) {
+func chartGrants(renderings []chartrender.Rendering) (rules []rule, notes []string) {
 	for _, r := range renderings {
 		for _, o := range r.Objects {
 			apiVersion, _ := o["apiVersion"].(string)

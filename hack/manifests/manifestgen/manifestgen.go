@@ -17,6 +17,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/example/myproxy-operator/hack/manifests/chartrender"
 	"github.com/example/myproxy-operator/hack/manifests/crdgen"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/watchesfile"
@@ -65,7 +66,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 				watchesPath, gk, other, w.Version)
 		}
 		seen[gk] = w.Version
-		decl, err := chartapi.LoadChecked(w.ChartPath, w.GroupVersionKind)
+		decl, err := chartrender.LoadChecked(w.ChartPath, w.GroupVersionKind)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -104,7 +105,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 			files[path] = raw
 			bases = append(bases, "bases/"+name)
 		}
-		renderings, err := chartapi.Render(w.ChartPath)
+		renderings, err := chartrender.Render(w.ChartPath)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -113,7 +114,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		}
 		// The RBAC covers what a tenant may switch on, beyond the renderings checked above.
 		granted := renderings
-		if on, err := chartapi.SwitchedOn(w.ChartPath); err != nil {
+		if on, err := chartrender.SwitchedOn(w.ChartPath); err != nil {
 			notes = append(notes, fmt.Sprintf("%s: RBAC covers the default values and ci/*-values.yaml only: %v", gk, err))
 		} else {
 			on, refused := withinReach(w.Reach, on)
@@ -127,8 +128,8 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
 		}
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
-			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(granted),
-			LookedUp: chartapi.LookedUp(granted), Grants: grants, ServiceAccount: w.ServiceAccountName})
+			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartrender.Kinds(granted),
+			LookedUp: chartrender.LookedUp(granted), Grants: grants, ServiceAccount: w.ServiceAccountName})
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")

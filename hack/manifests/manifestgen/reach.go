@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
+	"github.com/example/myproxy-operator/hack/manifests/chartrender"
 )
 
 // clusterScoped are the cluster-scoped kinds of Kubernetes' own APIs. An offline rendering has
@@ -42,7 +42,7 @@ func init() {
 // cluster-scoped kind that reach.clusterScoped does not name, or an object placed in a
 // namespace other than the release's that reach.namespaces does not name. Such a release
 // would fail at its first action; make manifests says so first, and grants no right for it.
-func checkReach(chartPath string, p tenancy.Policy, renderings []chartapi.Rendering) error {
+func checkReach(chartPath string, p tenancy.Policy, renderings []chartrender.Rendering) error {
 	for _, r := range renderings {
 		for _, o := range r.Objects {
 			if err := reachOf(p, o); err != nil {
@@ -59,7 +59,7 @@ func checkReach(chartPath string, p tenancy.Policy, renderings []chartapi.Render
 
 // withinReach returns r with only the objects the watch allows, and an error per object left
 // out: no right is granted for what a release would be refused.
-func withinReach(p tenancy.Policy, r chartapi.Rendering) (chartapi.Rendering, []error) {
+func withinReach(p tenancy.Policy, r chartrender.Rendering) (chartrender.Rendering, []error) {
 	var kept []map[string]any
 	var refused []error
 	for _, o := range r.Objects {
@@ -83,10 +83,10 @@ func reachOf(p tenancy.Policy, o map[string]any) error {
 	ns, _ := meta["namespace"].(string)
 	obj := tenancy.Object{GroupKind: gk, Namespaced: !clusterScoped[gk], Namespace: ns, Name: name}
 	if obj.Namespaced && ns == "" {
-		obj.Namespace = chartapi.SampleNamespace // Helm puts it in the release's namespace
+		obj.Namespace = chartrender.SampleNamespace // Helm puts it in the release's namespace
 	}
 	if !obj.Namespaced {
 		obj.Namespace = ""
 	}
-	return p.Write(chartapi.SampleNamespace, obj)
+	return p.Write(chartrender.SampleNamespace, obj)
 }

@@ -1,4 +1,4 @@
-package chartapi
+package chartrender
 
 import (
 	"os"

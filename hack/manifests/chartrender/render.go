@@ -1,4 +1,7 @@
-package chartapi
+// Package chartrender renders a chart offline, as `make manifests` and `make fuzz-chart` do
+// (no cluster: lookups find nothing), with its default values and each ci/*-values.yaml, and
+// checks its kind.yaml declarations against those renderings.
+package chartrender
 
 import (
 	"errors"
@@ -16,6 +19,8 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
 // Rendering is the chart rendered offline with one set of values.
@@ -160,7 +165,7 @@ func sortedDistinct(kinds []schema.GroupVersionKind) []schema.GroupVersionKind {
 // before its objects exist (no objects) and once as they are just created (the rendered
 // objects, without status). An expression that fails or gives the wrong type in either would
 // leave a field out in a real cluster: the error names it, its file and line and the rendering.
-func (c *Compiled) Check(gvk schema.GroupVersionKind, renderings []Rendering) error {
+func Check(c *chartapi.Compiled, gvk schema.GroupVersionKind, renderings []Rendering) error {
 	var errs []error
 	for _, r := range renderings {
 		self := map[string]any{
@@ -186,13 +191,9 @@ func (c *Compiled) Check(gvk schema.GroupVersionKind, renderings []Rendering) er
 }
 
 // LoadChecked loads, compiles and checks the declaration of the chart in chartDir for the kind:
-// what the operator does at start and `make manifests` before it writes the CRD.
-func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*Compiled, error) {
-	k, err := Load(chartDir)
-	if err != nil {
-		return nil, err
-	}
-	c, err := Compile(k)
+// what `make manifests` does before it writes the CRD.
+func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*chartapi.Compiled, error) {
+	c, err := chartapi.LoadCompiled(chartDir)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*Compiled, error
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", chartDir, err)
 	}
-	if err := c.Check(gvk, renderings); err != nil {
+	if err := Check(c, gvk, renderings); err != nil {
 		return nil, err
 	}
 	return c, nil
