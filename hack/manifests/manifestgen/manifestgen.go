@@ -14,11 +14,12 @@ import (
 	"sort"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/hack/manifests/crdgen"
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
@@ -69,12 +70,16 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		if err != nil {
 			return nil, nil, err
 		}
-		spec, err := specSchemaOf(w.ChartPath, decl.Kind)
+		ch, err := loader.Load(w.ChartPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec, err := specSchemaOf(w.ChartPath, ch, decl.Kind)
 		if err != nil {
 			return nil, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("%s: spec schema %s", gk, spec.why))
-		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.schema)
+		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
 		if err == nil {
 			err = crdgen.Validate(crd)
 		}
