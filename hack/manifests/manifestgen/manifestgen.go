@@ -1,9 +1,11 @@
 // Package manifestgen writes what `make manifests` generates from watches.yaml and the charts it
-// names: one CRD per entry (hack/manifests/crdgen), the CRD kustomization listing them, the
-// manager's ClusterRole, derived from every chart's rendered kinds, and the editor and viewer
-// roles of each kind with the rbac kustomization listing them; and it sets the resources of
-// the project file (PROJECT) to the watched kinds. Adding a kind is a chart, a
-// watches.yaml entry and `make manifests`.
+// names: one CRD per entry (hack/manifests/crdgen) and, for a kind whose spec has objects with
+// keys to check, the ValidatingAdmissionPolicy that warns of keys no template reads
+// (crd/warnings), the CRD kustomization listing them, the manager's ClusterRole, derived from
+// every chart's rendered kinds, and the editor and viewer roles of each kind with the rbac
+// kustomization listing them; and it sets the resources of the project file (PROJECT) to the
+// watched kinds. Adding a kind is a chart, a watches.yaml entry and `make manifests`, which
+// says per kind what its spec schema types, leaves open and why, and what the warnings check.
 package manifestgen
 
 import (
@@ -25,12 +27,16 @@ import (
 
 // Paths of the generated files, below the kustomize config directory.
 const (
-	CRDDir            = "crd/bases"
+	CRDDir = "crd/bases"
+	// WarningsDir holds each kind's ValidatingAdmissionPolicy that warns of the spec keys no
+	// template reads (crdgen.WarningPolicy), installed with the CRDs.
+	WarningsDir       = "crd/warnings"
 	CRDKustomization  = "crd/kustomization.yaml"
 	ManagerRole       = "rbac/role.yaml"
 	valuesSchemaFile  = chartapi.SpecFromValuesSchema
 	valuesFile        = "values.yaml"
-	crdKustomizeIntro = "# The CRDs of every watches.yaml entry and of its chart's crds/ folders; generated with bases/ by `make manifests`.\n"
+	crdKustomizeIntro = "# The CRDs of every watches.yaml entry and of its chart's crds/ folders, and the policies that warn of\n" +
+		"# spec keys no template reads (warnings/; not in OLM bundles); generated with bases/ by `make manifests`.\n"
 )
 
 // Kind is one generated kind.
@@ -97,6 +103,17 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		base := fmt.Sprintf("%s_%s.yaml", w.Group, crd.Spec.Names.Plural)
 		files[filepath.Join(CRDDir, base)] = raw
 		bases = append(bases, "bases/"+base)
+		warnings, specNotes, err := typoWarnings(w.ChartPath, w.GroupVersionKind, ch, spec, crd)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range specNotes {
+			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
+		}
+		if warnings != nil {
+			files[filepath.Join(WarningsDir, base)] = warnings
+			bases = append(bases, "warnings/"+base)
+		}
 		own, err := chartCRDs(w.ChartPath)
 		if err != nil {
 			return nil, nil, err

@@ -310,3 +310,41 @@ func mustContain(t *testing.T, what, text string, wants ...string) {
 		}
 	}
 }
+
+// An inferred kind's CRD is open beside the keys values.yaml types; make manifests says so, and
+// writes the policy that warns of keys no template reads, listed with the CRDs for make install.
+// A kind whose schema closes every object it describes needs none, and make manifests says why.
+func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
+	dir, chart, write := testChart(t, map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n" +
+		"data:\n  tag: {{ .Values.image.tag | quote }}\n  name: {{ .Values.nameOverride | quote }}\n  {{- with .Values.podAnnotations }}{{ toYaml . }}{{ end }}\n"})
+	if err := os.Remove(filepath.Join(chart, "values.schema.json")); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(chart, "values.yaml"), "image:\n  tag: \"1\"\n# podAnnotations: {}\n")
+	files, notes := generateThing(t, dir, chart, write)
+	said := strings.Join(notes, "\n")
+	mustContain(t, "the notes", said,
+		"Thing.example.com: spec typed, each as the type of its value in values.yaml (nullable: null removes a default, as in Helm): image.tag\n",
+		"Thing.example.com: spec open (unknown keys kept beside the typed ones), inferred: values.yaml is a sample of the values, and templates read keys it does not set: spec, spec.image\n",
+		"Thing.example.com: spec accepts untyped, as keys of open objects, what only values.yaml's comments name or only templates read: nameOverride, podAnnotations\n",
+		"Thing.example.com: typo warnings: ValidatingAdmissionPolicy unread-keys.things.example.com (config/crd/warnings/example.com_things.yaml) warns, "+
+			"and never refuses, at kubectl apply of a key that no values.yaml, comment of it, schema or template names, in spec, spec.image")
+	policy := string(files[filepath.Join(WarningsDir, "example.com_things.yaml")])
+	mustContain(t, "the policy", policy, "kind: ValidatingAdmissionPolicy\n", "kind: ValidatingAdmissionPolicyBinding\n", "- Warn\n")
+	var vap struct {
+		Spec struct{ Variables []struct{ Expression string } }
+	}
+	if err := yaml.Unmarshal([]byte(strings.Split(policy, "\n---\n")[0]), &vap); err != nil || len(vap.Spec.Variables) != 2 {
+		t.Fatalf("the policy's variables %+v (%v): want spec's and spec.image's", vap, err)
+	}
+	mustContain(t, "the policy", vap.Spec.Variables[0].Expression, "!(k in ['global', 'image', 'nameOverride', 'podAnnotations'])")
+	mustContain(t, "the CRD kustomization", string(files[CRDKustomization]), "- bases/example.com_things.yaml\n- warnings/example.com_things.yaml\n")
+
+	write(filepath.Join(chart, "values.schema.json"), `{"type":"object","additionalProperties":false,"properties":{"image":{"type":"object",`+
+		`"additionalProperties":false,"properties":{"tag":{"type":"string"}}},"nameOverride":{"type":"string"},"podAnnotations":{"type":"object"}}}`)
+	files, notes = generateThing(t, dir, chart, write)
+	mustContain(t, "the notes", strings.Join(notes, "\n"), "Thing.example.com: no typo warnings: the CRD refuses the keys its schema does not name")
+	if _, ok := files[filepath.Join(WarningsDir, "example.com_things.yaml")]; ok || strings.Contains(string(files[CRDKustomization]), "- warnings/") {
+		t.Errorf("a policy written for a closed spec:\n%s", files[CRDKustomization])
+	}
+}

@@ -17,9 +17,10 @@ import (
 // open spec) and the chart's default values, the file it was made from, and why, for `make
 // manifests` to say.
 type specSchema struct {
-	spec   crdgen.Spec
-	source string
-	why    string
+	spec     crdgen.Spec
+	source   string
+	why      string
+	inferred bool
 }
 
 // specSchemaOf chooses a kind's spec schema: kind.yaml's specSchema, else the chart's
@@ -55,7 +56,7 @@ func specSchemaOf(chartDir string, ch *chart.Chart, k *chartapi.Kind) (specSchem
 		if err != nil {
 			return specSchema{}, fmt.Errorf("%s: %w", valuesPath, err)
 		}
-		return specSchema{spec: crdgen.Spec{Schema: inferred, Defaults: defaults}, source: valuesPath,
+		return specSchema{spec: crdgen.Spec{Schema: inferred, Defaults: defaults}, source: valuesPath, inferred: true,
 			why: fmt.Sprintf("inferred from %s: the types of its defaults, its comments as descriptions (%s)", valuesPath, chosen)}, nil
 	default:
 		raw, err := os.ReadFile(schemaPath)
