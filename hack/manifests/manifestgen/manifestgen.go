@@ -9,6 +9,7 @@
 package manifestgen
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,6 +66,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 	seen := map[schema.GroupKind]string{}
 	var kinds []Kind
 	var bases []string
+	var outOfReach []error
 	for _, w := range ws {
 		gk := w.GroupKind()
 		if other, dup := seen[gk]; dup {
@@ -130,8 +132,10 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := checkReach(w.ChartPath, w.Reach, renderings); err != nil {
-			return nil, nil, err
+		if err := checkReach(gk, w.ChartPath, w.Reach, renderings); err != nil {
+			// Told with every other kind's, so that one run of make manifests names all it needs.
+			outOfReach = append(outOfReach, err)
+			continue
 		}
 		// The RBAC covers what a tenant may switch on, beyond the renderings checked above.
 		granted := renderings
@@ -140,7 +144,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		} else {
 			on, refused := withinReach(w.Reach, on)
 			for _, err := range refused {
-				notes = append(notes, fmt.Sprintf("%s: with every boolean value true: %v: no right granted for it", gk, err))
+				notes = append(notes, fmt.Sprintf("%s: with every boolean value true: %v: no right granted for it (%s)", gk, err, allowedBy(err)))
 			}
 			granted = append(slices.Clone(renderings), on)
 		}
@@ -151,6 +155,9 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
 			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartapi.Kinds(granted),
 			LookedUp: chartapi.LookedUp(granted), Grants: grants, ServiceAccount: w.ServiceAccountName})
+	}
+	if len(outOfReach) > 0 {
+		return nil, notes, errors.Join(outOfReach...)
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")

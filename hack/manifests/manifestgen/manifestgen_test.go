@@ -237,26 +237,44 @@ func TestLookedUpKindsAreReadable(t *testing.T) {
 	}
 }
 
-// A chart that renders outside its release's namespace stops the generation, naming the object
-// and the watches.yaml key, until the watch allows it; then the role grants it.
+// A chart that renders outside its release's namespace stops the generation until the watch
+// allows it; then the role grants it. Every such object of every rendering is named at once,
+// each with the reach entry that allows it, and the watch's whole reach that allows them all.
 func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 	dir, chart, write := testChart(t, map[string]string{"role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n" +
-		"metadata:\n  name: reader\nrules: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n"})
+		"metadata:\n  name: reader\nrules: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n" +
+		"{{ if .Values.binding }}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: reader\n" +
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reader}\n{{ end }}"})
+	if err := os.MkdirAll(filepath.Join(chart, "ci"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(chart, "ci", "binding-values.yaml"), "binding: true\n")
 	watches := filepath.Join(dir, "watches.yaml")
 	entry := "- group: example.com\n  version: v1\n  kind: Thing\n  chart: " + chart + "\n"
 	for _, tc := range []struct {
-		reach, wantErr string
+		reach   string
+		wantErr []string
 	}{
-		{wantErr: "refused to write ClusterRole.rbac.authorization.k8s.io reader (cluster-scoped)"},
-		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io]}\n", wantErr: "refused to write ConfigMap monitoring/cm"},
-		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
+		{wantErr: []string{"writes 3 object(s) outside the custom resource's namespace",
+			"ClusterRole.rbac.authorization.k8s.io reader (cluster-scoped) (reach.clusterScoped: [ClusterRole.rbac.authorization.k8s.io] would allow it), " +
+				"rendered with the default values, " + filepath.Join(chart, "ci", "binding-values.yaml"),
+			"ConfigMap monitoring/cm (reach.namespaces: [monitoring] would allow it)",
+			"ClusterRoleBinding.rbac.authorization.k8s.io reader (cluster-scoped) (reach.clusterScoped: [ClusterRoleBinding.rbac.authorization.k8s.io] " +
+				"would allow it), rendered with " + filepath.Join(chart, "ci", "binding-values.yaml"),
+			"  reach:\n    clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io]\n    namespaces: [monitoring]"}},
+		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io], namespaces: [kube-system]}\n",
+			wantErr: []string{"writes 2 object(s)", "ConfigMap monitoring/cm",
+				"  reach:\n    clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io]\n    namespaces: [kube-system, monitoring]"}},
+		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
 	} {
 		write(watches, entry+tc.reach)
 		files, _, err := Generate(watches)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("reach %q: error %v, want %q", tc.reach, err, tc.wantErr)
+		if len(tc.wantErr) > 0 {
+			if err == nil {
+				t.Errorf("reach %q: no error, want one naming %q", tc.reach, tc.wantErr)
+				continue
 			}
+			mustContain(t, "the error", err.Error(), tc.wantErr...)
 			continue
 		}
 		if err != nil {
@@ -265,6 +283,11 @@ func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 		if role := string(files[ManagerRole]); !strings.Contains(role, "resources: [clusterroles]") {
 			t.Errorf("the allowed ClusterRole is not granted:\n%s", role)
 		}
+	}
+	// Two kinds out of reach are told in one run.
+	write(watches, entry+strings.ReplaceAll(entry, "Thing", "Other"))
+	if _, _, err := Generate(watches); err == nil || !strings.Contains(err.Error(), "Thing.example.com: ") || !strings.Contains(err.Error(), "Other.example.com: ") {
+		t.Errorf("error %v, want one naming both kinds", err)
 	}
 }
 
