@@ -347,7 +347,7 @@ func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
 	files, notes := generateThing(t, dir, chart, write)
 	said := strings.Join(notes, "\n")
 	mustContain(t, "the notes", said,
-		"Thing.example.com: spec typed, each as the type of its value in values.yaml (nullable: null removes a default, as in Helm): image.tag\n",
+		"Thing.example.com: spec typed, each as the type of its value in values.yaml (or null): image.tag\n",
 		"Thing.example.com: spec open (unknown keys kept beside the typed ones), inferred: values.yaml is a sample of the values, and templates read keys it does not set: spec, spec.image\n",
 		"Thing.example.com: spec accepts untyped, as keys of open objects, what only values.yaml's comments name or only templates read: nameOverride, podAnnotations\n",
 		"Thing.example.com: typo warnings: ValidatingAdmissionPolicy unread-keys.things.example.com (config/crd/warnings/example.com_things.yaml) warns, "+
