@@ -293,3 +293,19 @@ func specDefault(crd *apiextv1.CustomResourceDefinition) []byte {
 	}
 	return nil
 }
+
+// A named template that calls itself with ever new arguments ends the analysis, reading them
+// whole, rather than running it without end.
+func TestRecursiveTemplatesEnd(t *testing.T) {
+	ch := testChartOf(t, "tree: {}\n", map[string]string{
+		"_t.tpl": `{{ define "walk" }}{{ include "walk" .a }}{{ include "walk" .b }}{{ end }}`,
+		"a.yaml": `{{ include "walk" .Values.tree }}`,
+	})
+	reads, err := AnalyseReads(ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole := dotted(reads.Whole); len(whole) == 0 || !strings.HasPrefix(whole[0], "tree.") {
+		t.Errorf("whole %q: want a path below tree read whole where the analysis stopped", whole)
+	}
+}

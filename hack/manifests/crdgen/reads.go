@@ -59,8 +59,13 @@ type readsState struct {
 	depth      int
 }
 
-// maxDepth bounds the nesting of named templates followed; a deeper one reads its argument whole.
-const maxDepth = 48
+// maxDepth bounds the nesting of named templates followed, and maxRuns how many runs of named
+// templates (by template and argument) are followed in all; past either, a named template
+// reads its argument whole. A template that calls itself with ever new arguments ends so.
+const (
+	maxDepth = 48
+	maxRuns  = 5000
+)
 
 // AnalyseReads finds what the templates of ch and its dependencies read of the values.
 func AnalyseReads(ch *chart.Chart) (*Reads, error) {
@@ -852,8 +857,8 @@ func (st *readsState) define(t *parse.Tree, n parse.Node, names []string, arg va
 	if !slices.ContainsFunc(arg, func(v *aval) bool { return v.kind != avString }) {
 		return // nothing of the values reaches it
 	}
-	if st.depth >= maxDepth {
-		st.consume(t, n, arg, "handed to templates nested too deep to follow")
+	if st.depth >= maxDepth || len(st.done) >= maxRuns {
+		st.consume(t, n, arg, "handed to templates nested too deep, or run too often, to follow")
 		return
 	}
 	sig := arg.String()
