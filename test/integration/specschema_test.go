@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -109,7 +111,8 @@ func (r corpusResources) patch(plural, name, patch string) (string, error) {
 // of an object a values.schema.json leaves open; an empty spec where every required key has a
 // default. What Helm would refuse the CRD refuses too, naming the key: a required key without
 // a default; a key of an object the schema closes. A key no template reads is kept, and
-// warned of as a likely typo, as kubectl prints it; an update that leaves the spec alone is not.
+// warned of as a likely typo (a Warning: line of kubectl apply); an update that leaves the spec
+// alone is not.
 func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 	c := harness.NewClient(t, cfg)
 	corpusProject(t, c)
@@ -134,6 +137,13 @@ func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 		}
 		return true, ""
 	})
+	// As kubectl prints it.
+	manifest := harness.WriteTemp(t, "typo-*.yaml", []byte("apiVersion: corpus.example.com/v1\nkind: Undeclared\nmetadata:\n  name: typo\nspec:\n  replicaCont: 2\n"))
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	if out, err := harness.RunErr(nil, kubectl, "--kubeconfig", kubeconfig, "apply", "--dry-run=server", "-n", ns, "-f", manifest); err != nil ||
+		!strings.Contains(out, "Warning: ") || !strings.Contains(out, wantWarnings[0]) {
+		t.Errorf("kubectl apply: %v, printed\n%s\nwant a Warning: line naming the key", err, out)
+	}
 	// Stored as it is written: the warning refuses nothing.
 	said, err := r.create("undeclareds", "Undeclared", "typo", typo, false, "")
 	if err != nil {
