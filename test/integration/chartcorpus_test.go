@@ -106,7 +106,7 @@ var corpus = []construct{
 		"nameOverride": "web", "podAnnotations": map[string]any{"prometheus.io/scrape": "true"}, "podLabels": map[string]any{"team": "a"},
 		"controller":    map[string]any{"resources": map[string]any{"limits": map[string]any{"cpu": "500m", "memory": "128Mi"}}},
 		"app.ini":       map[string]any{"analytics": map[string]any{"reporting_enabled": false}, "security": map[string]any{"admin_user": "root"}},
-		"adminPassword": "s3cret", "priorityClassName": "high",
+		"adminPassword": "s3cret", "priorityClassName": "high", "port": 8080,
 		"sidecars": []any{map[string]any{"name": "log", "image": "registry.example.com/log:1.0", "args": []any{"-v"}}}},
 		upgrade: `{"spec":{"fullnameOverride":"sample-undeclared-app","updateStrategy":{"type":"Recreate"},"image":{"tag":"1.1"}}}`,
 		edited:  gvk("", "v1", "ConfigMap"), suffix: "-app", edit: `{"data":{"app.ini":"tampered"}}`},

@@ -12,8 +12,8 @@ import (
 // InferSchema writes a values.schema.json for a chart that has none, from its values.yaml: each
 // key gets the type of its default, nested maps and lists are followed, and the comment above
 // a key becomes its description (so `kubectl explain` documents the spec as the chart's
-// values.yaml does). A default that says nothing of its type (an empty map or list, null)
-// keeps its subtree open: the chart accepts anything there.
+// values.yaml does). A default that says nothing of its type (an empty map or list, null, an
+// empty string) keeps its subtree open: the chart accepts anything there.
 //
 // Every object is open (x-kubernetes-preserve-unknown-fields) beside the keys values.yaml sets:
 // values.yaml is a sample, not a contract. Charts read keys it only mentions in comments
@@ -74,7 +74,9 @@ func inferNode(n *yaml.Node) map[string]any {
 		return map[string]any{"type": "array", "items": items}
 	case yaml.ScalarNode:
 		var v any
-		if err := n.Decode(&v); err != nil || v == nil {
+		if err := n.Decode(&v); err != nil || v == nil || v == "" {
+			// null, and the empty string charts write for "unset" (tag: "", servicePort: ""),
+			// say nothing of the type a user gives: any value.
 			return map[string]any{"x-kubernetes-preserve-unknown-fields": true}
 		}
 		switch x := v.(type) {

@@ -53,7 +53,8 @@ func TestInferredSchemaFollowsValuesYAML(t *testing.T) {
 	for path, want := range map[string]any{
 		p + "replicaCount": map[string]any{"type": "integer", "nullable": true,
 			"description": "This will set the replicaset count more information can be found here: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/"},
-		p + "image.properties.tag":             map[string]any{"type": "string", "nullable": true, "description": "Overrides the image tag whose default is the chart appVersion."},
+		// An empty string is a chart's "unset": a user's tag may be 1.2, a port 8080.
+		p + "image.properties.tag":             map[string]any{"x-kubernetes-preserve-unknown-fields": true, "description": "Overrides the image tag whose default is the chart appVersion."},
 		p + "image.properties.pullPolicy.type": "string",
 		p + "imagePullSecrets":                 map[string]any{"type": "array", "nullable": true, "items": map[string]any{"x-kubernetes-preserve-unknown-fields": true}},
 		p + "podAnnotations":                   open,

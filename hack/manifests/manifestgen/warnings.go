@@ -88,7 +88,7 @@ func specNotes(s specSchema, spec *apiextv1.JSONSchemaProps, keys *crdgen.Keys) 
 	if len(l.Free) > 0 {
 		why := "a map, an object of any keys or a value of any type in the schema"
 		if s.inferred {
-			why = "an empty map or null in values.yaml"
+			why = "an empty map, an empty string or null in values.yaml"
 		}
 		notes = append(notes, fmt.Sprintf("spec free (any keys or value), %s: %s", why, specPaths(l.Free)))
 	}
