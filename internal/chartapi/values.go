@@ -36,7 +36,7 @@ type Translator struct {
 	Checks   []Check
 }
 
-// SecretReader reads the Secret a check names: a client.Reader, or tenant.SecretReader.
+// SecretReader reads the Secret a check names: a client.Reader, or tenancy.SecretReader.
 type SecretReader interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,17 @@ func helmCreatedKindRuns(t *testing.T, ns string) {
 	if doc := kubectl(t, "explain", "demo.spec.replicaCount"); !strings.Contains(doc, "replicaset count") {
 		t.Errorf("kubectl explain does not show the values.yaml comment:\n%s", doc)
 	}
+	// A key no template reads is accepted, and kubectl warns of it (make deploy installed the
+	// kind's warning policy, which the apiserver takes up within seconds); keys the chart reads
+	// but values.yaml does not set (nameOverride), or only mentions in comments (under
+	// resources), are accepted without a warning.
+	typo := harness.WriteTemp(t, "typo-*.yaml", []byte("apiVersion: demo.example.com/v1\nkind: Demo\nmetadata:\n  name: typo\nspec:\n"+
+		"  replicaCont: 2\n  nameOverride: web\n  resources: {limits: {cpu: 500m}}\n"))
+	harness.Eventually(t, 60*time.Second, "kubectl apply warns of the key no template reads", func(context.Context) (bool, string) {
+		out, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "apply", "--dry-run=server", "-n", ns, "-f", typo)
+		return err == nil && strings.Contains(out, "Warning: ") && strings.Contains(out, "spec.replicaCont: no template of chart demo reads this key") &&
+			!strings.Contains(out, "nameOverride") && !strings.Contains(out, "resources"), fmt.Sprintf("%v: %s", err, out)
+	})
 	good := "apiVersion: demo.example.com/v1\nkind: Demo\nmetadata:\n  name: web\nspec:\n  replicaCount: 2\n  service: {port: 8080}\n"
 	kubectl(t, "apply", "-n", ns, "-f", harness.WriteTemp(t, "good-*.yaml", []byte(good)))
 	kubectl(t, "wait", "-n", ns, "--for=condition=Ready", "demo/web", "--timeout=120s")

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -35,7 +36,10 @@ import (
 // generates, and by the stock operator-sdk helm-operator, each in a namespace of its own, and
 // taken through install, upgrade, hand edits of its objects and deletion. After each step the
 // two namespaces must hold the same objects, field for field, but for what
-// deliberateDifferences names.
+// deliberateDifferences names. The custom resources carry the values a user of such a chart sets
+// first, which its values.yaml need not set (the CRD accepts what the chart reads); what another
+// controller writes into an object after install (a webhook's caBundle) must outlive drift
+// correction and the upgrade under both.
 
 const corpusGroup = "corpus.example.com"
 
@@ -56,7 +60,20 @@ type construct struct {
 	// lookedUp, when set, is a ConfigMap of the namespace the chart reads with lookup: made
 	// before the install, changed before the upgrade (whose patch only wakes the reconciler).
 	lookedUp string
+	// injected, when set, is a JSON patch another controller makes to the edited object once it
+	// is installed (a CA bundle, an annotation): fields the chart does not set, which drift
+	// correction and the upgrade must leave as they are.
+	injected string
 }
+
+// clusterScopedKinds are the cluster-scoped kinds the corpus renders, named
+// corpus-<namespace>-<release> so that both operators' objects coexist.
+var clusterScopedKinds = []schema.GroupVersionKind{
+	gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"), gvk("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
+}
+
+// caBundle is what the webhook construct's injection writes; essence shows it base64-encoded.
+var caBundle = []byte("-----BEGIN CERTIFICATE-----\nMIIBcorpus\n-----END CERTIFICATE-----\n")
 
 // lookups is the construct served in the differential of the fast paths only
 // (testdata/corpus/watches.yaml says why).
@@ -83,6 +100,28 @@ var corpus = []construct{
 		edited: gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"), suffix: "", edit: `{"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}]}`},
 	{kind: "Created", spec: map[string]any{"replicaCount": 2}, upgrade: `{"spec":{"service":{"port":8080}}}`,
 		edited: gvk("apps", "v1", "Deployment"), suffix: "", edit: `{"spec":{"replicas":5}}`},
+	// The values a user of such a chart sets first, none of which its values.yaml sets.
+	{kind: "Undeclared", spec: map[string]any{
+		"nameOverride": "web", "podAnnotations": map[string]any{"prometheus.io/scrape": "true"}, "podLabels": map[string]any{"team": "a"},
+		"controller":    map[string]any{"resources": map[string]any{"limits": map[string]any{"cpu": "500m", "memory": "128Mi"}}},
+		"app.ini":       map[string]any{"analytics": map[string]any{"reporting_enabled": false}, "security": map[string]any{"admin_user": "root"}},
+		"adminPassword": "s3cret", "priorityClassName": "high", "port": 8080,
+		"sidecars": []any{map[string]any{"name": "log", "image": "registry.example.com/log:1.0", "args": []any{"-v"}}}},
+		upgrade: `{"spec":{"fullnameOverride":"sample-undeclared-app","updateStrategy":{"type":"Recreate"},"image":{"tag":"1.1"}}}`,
+		edited:  gvk("", "v1", "ConfigMap"), suffix: "-app", edit: `{"data":{"app.ini":"tampered"}}`},
+	{kind: "OpenSchema", spec: map[string]any{"reloader": map[string]any{"watchMode": "all",
+		"deployment": map[string]any{"annotations": map[string]any{"team": "a"}, "replicas": 2}}, "extraLabel": "blue"},
+		upgrade: `{"spec":{"reloader":{"enabled":false},"strict":{"level":2}}}`,
+		edited:  gvk("", "v1", "ConfigMap"), suffix: "-openschema", edit: `{"data":{"level":"9"}}`},
+	{kind: "Required", spec: map[string]any{}, upgrade: `{"spec":{"replicaCount":3}}`,
+		edited: gvk("", "v1", "ConfigMap"), suffix: "-required", edit: `{"data":{"replicaCount":"9"}}`},
+	{kind: "RequiredPolicy", spec: map[string]any{"policy": "enforce"}, upgrade: `{"spec":{"timeoutSeconds":30}}`,
+		edited: gvk("", "v1", "ConfigMap"), suffix: "-requiredpolicy", edit: `{"data":{"policy":"audit"}}`},
+	{kind: "Webhook", spec: map[string]any{}, upgrade: `{"spec":{"timeoutSeconds":7}}`,
+		edited: gvk("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
+		edit:   `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`,
+		injected: `[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"` + base64.StdEncoding.EncodeToString(caBundle) + `"},` +
+			`{"op":"add","path":"/metadata/annotations/controller.example.com~1observed","value":"true"}]`},
 }
 
 // The kinds whose objects a snapshot reads: everything the corpus renders, or must not render
@@ -145,11 +184,54 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 	if err != nil {
 		t.Fatalf("make manifests refuses the corpus: %v", err)
 	}
-	for kind, source := range map[string]string{"Inferred": "inferred", "Created": "inferred", "Schema": "values.schema.json"} {
+	for kind, source := range map[string]string{"Inferred": "inferred", "Created": "inferred", "Schema": "values.schema.json",
+		"Undeclared": "inferred", "OpenSchema": "values.schema.json"} {
 		prefix := kind + "." + corpusGroup + ": spec schema "
 		if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, prefix) && strings.Contains(n, source) }) {
 			t.Errorf("make manifests does not say %s's spec schema is %s:\n%s", kind, source, strings.Join(notes, "\n"))
 		}
+	}
+	// Per kind, what the CRD types, what it leaves open and why, and what the warnings check.
+	for kind, says := range map[string][]string{
+		"Undeclared": {"spec typed, each as the type of its value in values.yaml", "image.{repository,tag}",
+			"spec open (unknown keys kept beside the typed ones), inferred", "adminPassword", "typo warnings: ValidatingAdmissionPolicy unread-keys.undeclareds.corpus.example.com",
+			"nothing is warned of below what templates read whole: ", "controller.resources (templates/deployment.yaml:"},
+		"OpenSchema": {"spec open (unknown keys kept beside the typed ones), the schema leaves them open", "spec.reloader",
+			"spec closed (keys not named refused at kubectl apply), by additionalProperties: false: spec.strict"},
+		"RequiredPolicy": {"spec requires, as the schema does and values.yaml gives no default: spec.policy"},
+		"Schema":         {"typo warnings: ValidatingAdmissionPolicy unread-keys.schemas.corpus.example.com", "in spec, spec.storage;"},
+		"ClusterScoped":  {"typo warnings:", "template names, in spec"},
+	} {
+		said := strings.Join(slices.DeleteFunc(slices.Clone(notes), func(n string) bool { return !strings.HasPrefix(n, kind+"."+corpusGroup+": ") }), "\n")
+		for _, want := range says {
+			if !strings.Contains(said, want) {
+				t.Errorf("make manifests does not say %q of %s:\n%s", want, kind, said)
+			}
+		}
+	}
+	// The policies that warn of unread keys, as make deploy installs them (through config/default,
+	// its name prefix and namespace).
+	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "config"), filepath.Join(dir, "config"))
+	if err := manifestgen.Write(filepath.Join(dir, "config"), files); err != nil {
+		t.Fatal(err)
+	}
+	deployed := harness.Run(t, nil, harness.Tool(t, "KUSTOMIZE", "kustomize"), "build", filepath.Join(dir, "config", "default"))
+	policies := 0
+	for _, doc := range strings.Split(deployed, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetAPIVersion() != "admissionregistration.k8s.io/v1" {
+			continue
+		}
+		policies++
+		if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("make-deploy"), client.ForceOwnership); err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	if policies == 0 {
+		t.Error("make deploy would install no policy that warns of unread keys")
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for path, raw := range files {
@@ -205,7 +287,7 @@ func (s corpusSubject) history(t *testing.T, kind string) []revision {
 	return subject{name: s.name, ns: s.ns, c: s.c, t: t}.history(sample + "-" + strings.ToLower(kind))
 }
 
-// snapshot reads the objects the corpus's releases put in s.ns and the ClusterRoles they own,
+// snapshot reads the objects the corpus's releases put in s.ns and the cluster-scoped ones they own,
 // each reduced to what a chart decides (server-set fields left out, s.ns written as NS), by
 // kind and name.
 func (s corpusSubject) snapshot(ctx context.Context) (map[string]string, error) {
@@ -230,15 +312,17 @@ func (s corpusSubject) snapshot(ctx context.Context) (map[string]string, error) 
 			add(&l.Items[i])
 		}
 	}
-	roles := &unstructured.UnstructuredList{}
-	roles.SetGroupVersionKind(gvk("rbac.authorization.k8s.io", "v1", "ClusterRoleList"))
-	if err := s.c.List(ctx, roles); err != nil {
-		return nil, err
-	}
-	for i := range roles.Items {
-		if strings.HasPrefix(roles.Items[i].GetName(), "corpus-"+s.ns+"-") {
-			roles.Items[i].SetKind("ClusterRole")
-			add(&roles.Items[i])
+	for _, k := range clusterScopedKinds {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(k.GroupVersion().WithKind(k.Kind + "List"))
+		if err := s.c.List(ctx, l); err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			if strings.HasPrefix(l.Items[i].GetName(), "corpus-"+s.ns+"-") {
+				l.Items[i].SetKind(k.Kind)
+				add(&l.Items[i])
+			}
 		}
 	}
 	shared := &unstructured.UnstructuredList{}
@@ -304,6 +388,27 @@ func diff(a, b map[string]string, aName, bName string) []string {
 	return out
 }
 
+// edited is the object of k that the hand edit and the injection change (by kind and name only).
+func (s corpusSubject) edited(k construct) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(k.edited)
+	obj.SetName(sample + "-" + strings.ToLower(k.kind) + k.suffix)
+	if slices.Contains(clusterScopedKinds, k.edited) {
+		obj.SetName("corpus-" + s.ns + "-" + sample + "-" + strings.ToLower(k.kind))
+	} else {
+		obj.SetNamespace(s.ns)
+	}
+	return obj
+}
+
+// rawPatch is a JSON patch (a list of operations) or else a JSON merge patch.
+func rawPatch(patch string) client.Patch {
+	if strings.HasPrefix(patch, "[") {
+		return client.RawPatch(types.JSONPatchType, []byte(patch))
+	}
+	return client.RawPatch(types.MergePatchType, []byte(patch))
+}
+
 // waitRevision waits until every kind's release is deployed at revision want (the stock
 // operator keeps only the last revisions of a release).
 func (s corpusSubject) waitRevision(t *testing.T, want int) {
@@ -313,6 +418,24 @@ func (s corpusSubject) waitRevision(t *testing.T, want int) {
 			h := s.history(t, k.kind)
 			return len(h) > 0 && h[len(h)-1].Revision == want && h[len(h)-1].Status == "deployed", fmt.Sprintf("history %+v", h)
 		})
+	}
+}
+
+// injectionsKept fails the test unless what another controller wrote into the objects (the
+// injected patches) is still in the snapshot taken at phase: drift correction and upgrades
+// take back only what the chart sets.
+func (s corpusSubject) injectionsKept(t *testing.T, snap map[string]string, phase string) {
+	t.Helper()
+	for _, k := range s.constructs {
+		if k.injected == "" {
+			continue
+		}
+		key := strings.ReplaceAll(k.edited.Kind+" "+s.edited(k).GetName(), s.ns, "NS")
+		for _, want := range []string{`"caBundle":"` + base64.StdEncoding.EncodeToString(caBundle) + `"`, `"controller.example.com/observed":"true"`} {
+			if !strings.Contains(snap[key], want) {
+				t.Errorf("%s, %s: %s lost what another controller wrote (%s): %s", s.name, phase, key, want, snap[key])
+			}
+		}
 	}
 }
 
@@ -371,6 +494,14 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		return err == nil && snap["PodDisruptionBudget "+sample+"-hooks-hooks"] != "", fmt.Sprint(err)
 	})
 	take(phases[0])
+	// Another controller writes what the chart leaves unset; the write wakes both operators.
+	for _, k := range s.constructs {
+		if k.injected != "" {
+			if err := s.c.Patch(ctx, s.edited(k), rawPatch(k.injected), client.FieldOwner("cainjector")); err != nil {
+				t.Fatalf("%s: injecting into %s: %v", k.kind, k.edited.Kind, err)
+			}
+		}
+	}
 	if !s.stock {
 		harness.Eventually(t, timeout, "Ready names the object outside the watched namespace", func(ctx context.Context) (bool, string) {
 			u := corpusCR("ClusterScoped", s.ns, sample+"-clusterscoped")
@@ -405,18 +536,11 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		return err == nil && strings.Contains(snap["PodDisruptionBudget "+sample+"-hooks-hooks"], `"minAvailable":2`), fmt.Sprint(err)
 	})
 	upgraded := take(phases[1])
+	s.injectionsKept(t, upgraded, phases[1])
 
 	for _, k := range s.constructs {
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(k.edited)
-		obj.SetName(name(k) + k.suffix)
-		if k.edited.Kind == "ClusterRole" {
-			obj.SetName("corpus-" + s.ns + "-" + name(k))
-		} else {
-			obj.SetNamespace(s.ns)
-		}
-		if err := s.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(k.edit))); err != nil {
-			t.Fatalf("%s: editing %s %s: %v", k.kind, k.edited.Kind, obj.GetName(), err)
+		if err := s.c.Patch(ctx, s.edited(k), rawPatch(k.edit)); err != nil {
+			t.Fatalf("%s: editing %s: %v", k.kind, k.edited.Kind, err)
 		}
 	}
 	// asUpgraded tells whether the namespace holds again what it held once upgraded.
@@ -430,7 +554,7 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 	}
 	// The stock operator sets hand edits back at its resync (a minute by default) at the latest.
 	harness.Eventually(t, 3*time.Minute, s.name+": every hand edit set back", asUpgraded)
-	take(phases[2])
+	s.injectionsKept(t, take(phases[2]), phases[2])
 	s.waitRevision(t, 2) // setting hand edits back is no new revision
 
 	// A person rolls a release back with helm: revision 3 renders revision 1's values, which

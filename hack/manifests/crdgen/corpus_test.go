@@ -45,14 +45,15 @@ func TestRealWorldSchemasBecomeValidCRDs(t *testing.T) {
 			p + "sidecar.properties.port.maximum":         65535.0,
 		},
 		"defs-2020.json": {
-			p + "nameOverride":                     map[string]any{"type": "string", "nullable": true},
-			p + "tree.properties.name.type":        "string",
-			p + "tree.properties.children.items":   map[string]any{"x-kubernetes-preserve-unknown-fields": true},
-			p + "replicas":                         map[string]any{"type": "integer", "minimum": 0.0, "exclusiveMinimum": true},
-			p + "mode":                             map[string]any{"type": "string", "enum": []any{"proxy"}},
-			p + "contact":                          map[string]any{"type": "string"},
-			p + "site.format":                      "uri",
-			"x-kubernetes-preserve-unknown-fields": nil,
+			p + "nameOverride":                              map[string]any{"type": "string", "nullable": true},
+			p + "tree.properties.name.type":                 "string",
+			p + "tree.properties.children.items":            map[string]any{"x-kubernetes-preserve-unknown-fields": true},
+			p + "replicas":                                  map[string]any{"type": "integer", "minimum": 0.0, "exclusiveMinimum": true},
+			p + "mode":                                      map[string]any{"type": "string", "enum": []any{"proxy"}},
+			p + "contact":                                   map[string]any{"type": "string"},
+			p + "site.format":                               "uri",
+			"x-kubernetes-preserve-unknown-fields":          true, // JSON Schema leaves it open
+			p + "tree.x-kubernetes-preserve-unknown-fields": true,
 		},
 		"junctors.json": {
 			p + "resources.type":                                     "object",
@@ -114,7 +115,7 @@ func TestRealWorldSchemasBecomeValidCRDs(t *testing.T) {
 // returns its spec schema as a map for at.
 func validSpec(t *testing.T, gvk schema.GroupVersionKind, valuesSchema []byte) map[string]any {
 	t.Helper()
-	crd, err := Generate(gvk, &chartapi.Kind{}, valuesSchema)
+	crd, err := Generate(gvk, &chartapi.Kind{}, Spec{Schema: valuesSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func show(v any) string { b, _ := json.Marshal(v); return string(b) }
 // is refused by it.
 func TestValidateRefusesWhatTheApiserverRefuses(t *testing.T) {
 	crd, err := Generate(schema.GroupVersionKind{Group: "corpus.example.com", Version: "v1", Kind: "Corpus"}, &chartapi.Kind{},
-		[]byte(`{"type":"object","properties":{"a":{"type":"string"}}}`))
+		Spec{Schema: []byte(`{"type":"object","properties":{"a":{"type":"string"}}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

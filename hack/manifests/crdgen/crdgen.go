@@ -14,10 +14,18 @@
 //     checks that hold within one alternative (a CRD would refuse what another admits); `not` goes;
 //   - a type list becomes one type: null makes it nullable, [string, integer] is
 //     `x-kubernetes-int-or-string`, [integer, number] a number, any other list any value;
-//   - `additionalProperties: false` is dropped (structural schemas forbid it; unknown fields are
-//     refused by kubectl's strict field validation, and pruned otherwise); additional or pattern
-//     properties beside named ones keep unknown fields; one pattern with no other key becomes a
-//     map with a CEL rule on its keys, several keep unknown fields;
+//   - an object with properties keeps unknown fields (x-kubernetes-preserve-unknown-fields)
+//     beside its typed properties, unless the schema closes it with `additionalProperties: false`
+//     (or `unevaluatedProperties: false`) and no patternProperties: JSON Schema admits the keys
+//     it does not describe, and the CRD must refuse nothing Helm admits. A closed object refuses
+//     unknown keys (kubectl's strict field validation; pruned otherwise), and `additionalProperties:
+//     false` itself is dropped (structural schemas forbid it); one pattern with no other key
+//     becomes a map with a CEL rule on its keys, several keep unknown fields;
+//   - `required` keeps only the keys values.yaml gives no default (nor the CRD, for the scale
+//     subresource's path): Helm coalesces values.yaml in before it validates, so the others are
+//     never missing. An object values.yaml gives is required in turn when it still requires a
+//     key. When spec still requires a key, a resource without a spec is refused by a rule that
+//     names the key, and spec gets no `{}` default;
 //   - an object with neither properties nor additionalProperties (affinity, tolerations...)
 //     keeps unknown fields, and a node without a type (nor a way to infer one) takes any value;
 //   - `const` becomes a one-value enum, a numeric exclusiveMinimum/Maximum (draft 6+) the
@@ -44,8 +52,10 @@ import (
 )
 
 // SpecSchema converts a values.schema.json document into a structural schema for `spec`.
-// keepDefaults lists the paths (like "spec.replicas") whose `default` is kept.
-func SpecSchema(valuesSchema []byte, keepDefaults ...string) (*apiextv1.JSONSchemaProps, error) {
+// defaults are the chart's default values (values.yaml): a key the schema requires and they
+// give is not required of a resource. keepDefaults lists the paths (like "spec.replicas")
+// whose `default` is kept.
+func SpecSchema(valuesSchema []byte, defaults map[string]any, keepDefaults ...string) (*apiextv1.JSONSchemaProps, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(valuesSchema, &doc); err != nil {
 		return nil, fmt.Errorf("values.schema.json is not valid JSON: %w", err)
@@ -62,7 +72,10 @@ func SpecSchema(valuesSchema []byte, keepDefaults ...string) (*apiextv1.JSONSche
 	if doc["type"] == nil {
 		doc["type"] = "object"
 	}
-	converted, err := (&structuralizer{root: doc, keep: keep}).node(doc, "spec")
+	if defaults == nil {
+		defaults = map[string]any{}
+	}
+	converted, err := (&structuralizer{root: doc, keep: keep, defaults: defaults}).node(doc, "spec", []string{})
 	if err != nil {
 		return nil, err
 	}

@@ -45,9 +45,18 @@ func Names(gvk schema.GroupVersionKind, k *chartapi.Kind) apiextv1.CustomResourc
 // (flect), so that a project moved here from operator-sdk keeps its resource names.
 func Plural(singular string) string { return flect.Pluralize(singular) }
 
-// Generate returns the CRD of a kind served by a chart with this declaration and values schema;
-// a nil schema gives an open spec (any fields), as operator-sdk writes it.
-func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, valuesSchema []byte) (*apiextv1.CustomResourceDefinition, error) {
+// Spec is what a kind's spec schema is made from.
+type Spec struct {
+	// Schema is a values.schema.json document (or one InferSchema wrote); nil gives an open
+	// spec (any fields), as operator-sdk writes it.
+	Schema []byte
+	// Defaults are the chart's default values (values.yaml, its subcharts' coalesced in): a key
+	// the schema requires and they give is not required of a resource.
+	Defaults map[string]any
+}
+
+// Generate returns the CRD of a kind served by a chart with this declaration and spec schema.
+func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, from Spec) (*apiextv1.CustomResourceDefinition, error) {
 	names := Names(gvk, k)
 	version := apiextv1.CustomResourceDefinitionVersion{
 		Name: gvk.Version, Served: true, Storage: true,
@@ -67,22 +76,32 @@ func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, valuesSchema []byte
 	}
 	spec := &apiextv1.JSONSchemaProps{Description: fmt.Sprintf("Spec defines the desired state of %s", gvk.Kind),
 		Type: "object", XPreserveUnknownFields: ptrTrue()}
-	if valuesSchema != nil {
+	var rules apiextv1.ValidationRules
+	if from.Schema != nil {
 		var err error
-		if spec, err = SpecSchema(valuesSchema, keepDefaults...); err != nil {
+		if spec, err = SpecSchema(from.Schema, from.Defaults, keepDefaults...); err != nil {
 			return nil, err
 		}
-		// An absent spec is an empty one, so that its stored defaults (replicas) still apply.
-		spec.Default = &apiextv1.JSON{Raw: []byte("{}")}
+		if len(spec.Required) == 0 {
+			// An absent spec is an empty one, so that its stored defaults (replicas) still apply.
+			spec.Default = &apiextv1.JSON{Raw: []byte("{}")}
+		} else {
+			// Helm would refuse the values without these keys; a resource must name them. A rule
+			// rather than `required: [spec]`, which the apiserver checks first, alone, and whose
+			// message names spec but not the keys.
+			rules = append(rules, apiextv1.ValidationRule{Rule: "has(self.spec)",
+				Message: fmt.Sprintf("spec: Required value: the chart requires %s, and its values.yaml gives no default",
+					"spec."+strings.Join(spec.Required, ", spec."))})
+		}
 	}
 	description := k.Description
 	if description == "" {
 		description = fmt.Sprintf("%s is run by one Helm release of its chart.", gvk.Kind)
 	}
-	rules := apiextv1.ValidationRules{{
+	rules = append(apiextv1.ValidationRules{{
 		Rule:    fmt.Sprintf("self.metadata.name.size() <= %d", maxReleaseName),
 		Message: fmt.Sprintf("metadata.name: must be at most %d characters (it names the Helm release)", maxReleaseName),
-	}}
+	}}, rules...)
 	for _, v := range k.Validations {
 		rules = append(rules, apiextv1.ValidationRule{Rule: v.Rule, Message: v.Message})
 	}

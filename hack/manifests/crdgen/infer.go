@@ -12,8 +12,16 @@ import (
 // InferSchema writes a values.schema.json for a chart that has none, from its values.yaml: each
 // key gets the type of its default, nested maps and lists are followed, and the comment above
 // a key becomes its description (so `kubectl explain` documents the spec as the chart's
-// values.yaml does). A default that says nothing of its type (an empty map or list, null)
-// keeps its subtree open: the chart accepts anything there. The defaults are kept in the
+// values.yaml does). A default that says nothing of its type (an empty map or list, null, an
+// empty string) keeps its subtree open: the chart accepts anything there.
+//
+// Every object is open (x-kubernetes-preserve-unknown-fields) beside the keys values.yaml sets:
+// values.yaml is a sample, not a contract. Charts read keys it only mentions in comments
+// (`# podAnnotations: {}`) or not at all (nameOverride, a ResourceRequirements' limits, the
+// free keys of an ini-style map), and Helm accepts any of them; a closed object would refuse
+// them at kubectl apply. What inference checks is the type of each key values.yaml sets. Each
+// of those keys is nullable, as in Helm, where null removes a default. A key no template reads
+// is told of by a warning (see WarningPolicy), never refused. The defaults are kept in the
 // schema (SpecSchema drops them but where the scale subresource needs one).
 func InferSchema(valuesYAML []byte) ([]byte, error) {
 	var doc yaml.Node
@@ -49,9 +57,12 @@ func inferNode(n *yaml.Node) map[string]any {
 			if d := description(key.HeadComment); d != "" {
 				child["description"] = d
 			}
+			if child["type"] != nil {
+				child["nullable"] = true
+			}
 			props[key.Value] = child
 		}
-		return map[string]any{"type": "object", "properties": props}
+		return map[string]any{"type": "object", "properties": props, "x-kubernetes-preserve-unknown-fields": true}
 	case yaml.SequenceNode:
 		if len(n.Content) == 0 {
 			return map[string]any{"type": "array", "items": map[string]any{"x-kubernetes-preserve-unknown-fields": true}}
@@ -63,7 +74,9 @@ func inferNode(n *yaml.Node) map[string]any {
 		return map[string]any{"type": "array", "items": items}
 	case yaml.ScalarNode:
 		var v any
-		if err := n.Decode(&v); err != nil || v == nil {
+		if err := n.Decode(&v); err != nil || v == nil || v == "" {
+			// null, and the empty string charts write for "unset" (tag: "", servicePort: ""),
+			// say nothing of the type a user gives: any value.
 			return map[string]any{"x-kubernetes-preserve-unknown-fields": true}
 		}
 		switch x := v.(type) {

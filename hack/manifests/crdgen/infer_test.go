@@ -48,23 +48,30 @@ func TestInferredSchemaFollowsValuesYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := validSpec(t, schema.GroupVersionKind{Group: "demo.example.com", Version: "v1", Kind: "Demo"}, raw)
-	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+	open := map[string]any{"type": "object", "nullable": true, "x-kubernetes-preserve-unknown-fields": true}
 	p := "properties."
 	for path, want := range map[string]any{
-		p + "replicaCount": map[string]any{"type": "integer",
+		p + "replicaCount": map[string]any{"type": "integer", "nullable": true,
 			"description": "This will set the replicaset count more information can be found here: https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/"},
-		p + "image.properties.tag":             map[string]any{"type": "string", "description": "Overrides the image tag whose default is the chart appVersion."},
+		// An empty string is a chart's "unset": a user's tag may be 1.2, a port 8080.
+		p + "image.properties.tag":             map[string]any{"x-kubernetes-preserve-unknown-fields": true, "description": "Overrides the image tag whose default is the chart appVersion."},
 		p + "image.properties.pullPolicy.type": "string",
-		p + "imagePullSecrets":                 map[string]any{"type": "array", "items": map[string]any{"x-kubernetes-preserve-unknown-fields": true}},
+		p + "imagePullSecrets":                 map[string]any{"type": "array", "nullable": true, "items": map[string]any{"x-kubernetes-preserve-unknown-fields": true}},
 		p + "podAnnotations":                   open,
 		p + "resources":                        open,
-		p + "ratio":                            map[string]any{"type": "number"},
+		p + "ratio":                            map[string]any{"type": "number", "nullable": true},
 		p + "affinity":                         map[string]any{"x-kubernetes-preserve-unknown-fields": true},
 		p + "service.properties.port.type":     "integer",
 		p + "ingress.properties.enabled.type":  "boolean",
 		p + "ingress.properties.hosts.items.properties.host.type":        "string",
 		p + "ingress.properties.hosts.items.properties.paths.items.type": "object",
 		"default": map[string]any{},
+		// Open beside the keys values.yaml sets, at every level and in list items.
+		"x-kubernetes-preserve-unknown-fields":                                                           true,
+		p + "image.x-kubernetes-preserve-unknown-fields":                                                 true,
+		p + "ingress.properties.hosts.items.x-kubernetes-preserve-unknown-fields":                        true,
+		p + "ingress.properties.hosts.items.properties.paths.items.properties.path.type":                 "string",
+		p + "ingress.properties.hosts.items.properties.paths.items.x-kubernetes-preserve-unknown-fields": true,
 	} {
 		if got := at(spec, path); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s = %s, want %s", path, show(got), show(want))
@@ -77,7 +84,7 @@ func TestInferredDefaultsServeTheScaleSubresource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := SpecSchema(raw, "spec.replicas")
+	spec, err := SpecSchema(raw, nil, "spec.replicas")
 	if err != nil {
 		t.Fatal(err)
 	}

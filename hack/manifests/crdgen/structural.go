@@ -39,6 +39,9 @@ type structuralizer struct {
 	root      map[string]any
 	keep      map[string]bool // paths whose default is kept
 	expanding []string        // the $refs being expanded, outermost first
+	// defaults are the chart's default values (values.yaml, its subcharts' coalesced in): a
+	// required key they give is not required of a resource (see requiredOf).
+	defaults map[string]any
 }
 
 // resolve returns the schema a local reference ("#/definitions/x", "#/$defs/x", any JSON
@@ -362,8 +365,9 @@ func setType(node map[string]any, types []string) {
 	}
 }
 
-// node converts one schema node and its children.
-func (s *structuralizer) node(in map[string]any, path string) (map[string]any, error) {
+// node converts one schema node and its children. values is the node's path in the chart's
+// values, nil below a list or a map of free keys, where values.yaml gives no defaults.
+func (s *structuralizer) node(in map[string]any, path string, values []string) (map[string]any, error) {
 	depth := len(s.expanding)
 	defer func() { s.expanding = s.expanding[:depth] }()
 	flat, recursive, err := s.flatten(in, path)
@@ -412,8 +416,16 @@ func (s *structuralizer) node(in map[string]any, path string) (map[string]any, e
 		}
 		addRule(out, rule)
 	}
-	if err := s.objectStructure(out, flat, path); err != nil {
+	if err := s.objectStructure(out, flat, path, values); err != nil {
 		return nil, err
+	}
+	if out["type"] == "object" {
+		props, _ := out["properties"].(map[string]any)
+		if required := s.requiredOf(out, props, path, values); len(required) > 0 {
+			out["required"] = required
+		} else {
+			delete(out, "required")
+		}
 	}
 	if err := s.arrayStructure(out, flat, path); err != nil {
 		return nil, err
@@ -432,11 +444,14 @@ func (s *structuralizer) node(in map[string]any, path string) (map[string]any, e
 }
 
 // objectStructure converts properties, additionalProperties and patternProperties into the
-// one form a structural object has: named properties (further keys kept unchecked when the
-// source allowed them), or a map of one value schema.
-func (s *structuralizer) objectStructure(out, flat map[string]any, path string) error {
+// one form a structural object has: named properties (further keys kept unchecked unless the
+// source closes the object), or a map of one value schema.
+func (s *structuralizer) objectStructure(out, flat map[string]any, path string, values []string) error {
 	props, hasProps := flat["properties"].(map[string]any)
 	extra := flat["additionalProperties"]
+	if extra == nil && flat["unevaluatedProperties"] == false {
+		extra = false // draft 2019+: closes the object as additionalProperties: false does here
+	}
 	patterns, _ := flat["patternProperties"].(map[string]any)
 	delete(out, "additionalProperties")
 	if hasProps {
@@ -450,14 +465,21 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string) 
 				}
 				return fmt.Errorf("%s.%s: schema must be an object", path, name)
 			}
-			c, err := s.node(child, path+"."+name)
+			var childValues []string
+			if values != nil {
+				childValues = append(slices.Clone(values), name)
+			}
+			c, err := s.node(child, path+"."+name, childValues)
 			if err != nil {
 				return err
 			}
 			converted[name] = c
 		}
 		out["properties"] = converted
-		if len(patterns) > 0 || (extra != nil && extra != false) {
+		// JSON Schema leaves an object open unless it says otherwise; a structural schema
+		// closes it. Only additionalProperties: false (with no patternProperties beside it)
+		// closes it here, so that the CRD refuses nothing the chart's schema admits.
+		if len(patterns) > 0 || extra != false {
 			out["x-kubernetes-preserve-unknown-fields"] = true
 		}
 		return nil
@@ -466,7 +488,7 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string) 
 	case len(patterns) == 1 && extra == false:
 		pattern := sortedKeys(patterns)[0]
 		value, _ := patterns[pattern].(map[string]any)
-		c, err := s.node(value, path+"[]")
+		c, err := s.node(value, path+"[]", nil)
 		if err != nil {
 			return err
 		}
@@ -479,7 +501,7 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string) 
 		out["x-kubernetes-preserve-unknown-fields"] = true
 	default:
 		if value, ok := extra.(map[string]any); ok {
-			c, err := s.node(value, path+"[]")
+			c, err := s.node(value, path+"[]", nil)
 			if err != nil {
 				return err
 			}
@@ -502,7 +524,7 @@ func (s *structuralizer) arrayStructure(out, flat map[string]any, path string) e
 		out["items"] = map[string]any{"x-kubernetes-preserve-unknown-fields": true}
 		return nil
 	}
-	c, err := s.node(items, path+"[]")
+	c, err := s.node(items, path+"[]", nil)
 	if err != nil {
 		return err
 	}
@@ -511,6 +533,58 @@ func (s *structuralizer) arrayStructure(out, flat map[string]any, path string) e
 		out["x-kubernetes-list-type"] = "set"
 	}
 	return nil
+}
+
+// requiredOf is what an object with these converted properties requires of a resource. Helm
+// coalesces values.yaml into the values before it validates them, so a key values.yaml gives
+// (not null) is never missing there and is not required of the resource; nor is a key whose
+// default the CRD keeps (the apiserver fills it in). A schema's own `default` does not count:
+// Helm does not apply it, and refuses the values without the key. A property values.yaml gives
+// as an object is required in turn when that object still requires a key: Helm's values always
+// hold the object, so they must hold the key too.
+func (s *structuralizer) requiredOf(out, props map[string]any, path string, values []string) []any {
+	var required []any
+	list, _ := out["required"].([]any)
+	for _, r := range list {
+		name, ok := r.(string)
+		if !ok || slices.Contains(required, r) {
+			continue
+		}
+		if _, given := s.defaultAt(values, name); given {
+			continue
+		}
+		if child, _ := props[name].(map[string]any); s.keep[path+"."+name] && child["default"] != nil {
+			continue
+		}
+		required = append(required, name)
+	}
+	for _, name := range sortedKeys(props) {
+		child, _ := props[name].(map[string]any)
+		if v, given := s.defaultAt(values, name); given && child["required"] != nil && !slices.Contains(required, any(name)) {
+			if _, isObject := v.(map[string]any); isObject {
+				required = append(required, name)
+			}
+		}
+	}
+	return required
+}
+
+// defaultAt returns the default values.yaml gives the key name of the object at values, and
+// whether it gives one (null is none: Helm removes a key set to null).
+func (s *structuralizer) defaultAt(values []string, name string) (any, bool) {
+	if values == nil {
+		return nil, false
+	}
+	node := s.defaults
+	for _, k := range values {
+		child, ok := node[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		node = child
+	}
+	v, ok := node[name]
+	return v, ok && v != nil
 }
 
 func addRule(node map[string]any, rule map[string]any) {

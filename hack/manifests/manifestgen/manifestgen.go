@@ -1,12 +1,15 @@
 // Package manifestgen writes what `make manifests` generates from watches.yaml and the charts it
-// names: one CRD per entry (hack/manifests/crdgen), the CRD kustomization listing them, the
-// manager's ClusterRole, derived from every chart's rendered kinds, and the editor and viewer
-// roles of each kind with the rbac kustomization listing them; and it sets the resources of
-// the project file (PROJECT) to the watched kinds. Adding a kind is a chart, a
-// watches.yaml entry and `make manifests`.
+// names: one CRD per entry (hack/manifests/crdgen) and, for a kind whose spec has objects with
+// keys to check, the ValidatingAdmissionPolicy that warns of keys no template reads
+// (crd/warnings), the CRD kustomization listing them, the manager's ClusterRole, derived from
+// every chart's rendered kinds, and the editor and viewer roles of each kind with the rbac
+// kustomization listing them; and it sets the resources of the project file (PROJECT) to the
+// watched kinds. Adding a kind is a chart, a watches.yaml entry and `make manifests`, which
+// says per kind what its spec schema types, leaves open and why, and what the warnings check.
 package manifestgen
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chart/loader"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -25,12 +29,16 @@ import (
 
 // Paths of the generated files, below the kustomize config directory.
 const (
-	CRDDir            = "crd/bases"
+	CRDDir = "crd/bases"
+	// WarningsDir holds each kind's ValidatingAdmissionPolicy that warns of the spec keys no
+	// template reads (crdgen.WarningPolicy), installed with the CRDs.
+	WarningsDir       = "crd/warnings"
 	CRDKustomization  = "crd/kustomization.yaml"
 	ManagerRole       = "rbac/role.yaml"
 	valuesSchemaFile  = chartapi.SpecFromValuesSchema
 	valuesFile        = "values.yaml"
-	crdKustomizeIntro = "# The CRDs of every watches.yaml entry and of its chart's crds/ folders; generated with bases/ by `make manifests`.\n"
+	crdKustomizeIntro = "# The CRDs of every watches.yaml entry and of its chart's crds/ folders, and the policies that warn of\n" +
+		"# spec keys no template reads (warnings/; not in OLM bundles); generated with bases/ by `make manifests`.\n"
 )
 
 // Kind is one generated kind.
@@ -59,6 +67,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 	seen := map[schema.GroupKind]string{}
 	var kinds []Kind
 	var bases []string
+	var outOfReach []error
 	for _, w := range ws {
 		gk := w.GroupKind()
 		if other, dup := seen[gk]; dup {
@@ -70,12 +79,16 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		if err != nil {
 			return nil, nil, err
 		}
-		spec, err := specSchemaOf(w.ChartPath, decl.Kind)
+		ch, err := loader.Load(w.ChartPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		spec, err := specSchemaOf(w.ChartPath, ch, decl.Kind)
 		if err != nil {
 			return nil, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("%s: spec schema %s", gk, spec.why))
-		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.schema)
+		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
 		if err == nil {
 			err = crdgen.Validate(crd)
 		}
@@ -93,6 +106,17 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		base := fmt.Sprintf("%s_%s.yaml", w.Group, crd.Spec.Names.Plural)
 		files[filepath.Join(CRDDir, base)] = raw
 		bases = append(bases, "bases/"+base)
+		warnings, specNotes, err := typoWarnings(w.ChartPath, w.GroupVersionKind, ch, spec, crd)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range specNotes {
+			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
+		}
+		if warnings != nil {
+			files[filepath.Join(WarningsDir, base)] = warnings
+			bases = append(bases, "warnings/"+base)
+		}
 		own, err := chartCRDs(w.ChartPath)
 		if err != nil {
 			return nil, nil, err
@@ -109,8 +133,10 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := checkReach(w.ChartPath, w.Reach, renderings); err != nil {
-			return nil, nil, err
+		if err := checkReach(gk, w.ChartPath, w.Reach, renderings); err != nil {
+			// Told with every other kind's, so that one run of make manifests names all it needs.
+			outOfReach = append(outOfReach, err)
+			continue
 		}
 		// The RBAC covers what a tenant may switch on, beyond the renderings checked above.
 		granted := renderings
@@ -119,7 +145,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		} else {
 			on, refused := withinReach(w.Reach, on)
 			for _, err := range refused {
-				notes = append(notes, fmt.Sprintf("%s: with every boolean value true: %v: no right granted for it", gk, err))
+				notes = append(notes, fmt.Sprintf("%s: with every boolean value true: %v: no right granted for it (%s)", gk, err, allowedBy(err)))
 			}
 			granted = append(slices.Clone(renderings), on)
 		}
@@ -130,6 +156,9 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
 			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartrender.Kinds(granted),
 			LookedUp: chartrender.LookedUp(granted), Grants: grants, ServiceAccount: w.ServiceAccountName})
+	}
+	if len(outOfReach) > 0 {
+		return nil, notes, errors.Join(outOfReach...)
 	}
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")

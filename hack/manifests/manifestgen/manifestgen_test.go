@@ -237,26 +237,44 @@ func TestLookedUpKindsAreReadable(t *testing.T) {
 	}
 }
 
-// A chart that renders outside its release's namespace stops the generation, naming the object
-// and the watches.yaml key, until the watch allows it; then the role grants it.
+// A chart that renders outside its release's namespace stops the generation until the watch
+// allows it; then the role grants it. Every such object of every rendering is named at once,
+// each with the reach entry that allows it, and the watch's whole reach that allows them all.
 func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 	dir, chart, write := testChart(t, map[string]string{"role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n" +
-		"metadata:\n  name: reader\nrules: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n"})
+		"metadata:\n  name: reader\nrules: []\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: monitoring\n" +
+		"{{ if .Values.binding }}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: reader\n" +
+		"roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: reader}\n{{ end }}"})
+	if err := os.MkdirAll(filepath.Join(chart, "ci"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(chart, "ci", "binding-values.yaml"), "binding: true\n")
 	watches := filepath.Join(dir, "watches.yaml")
 	entry := "- group: example.com\n  version: v1\n  kind: Thing\n  chart: " + chart + "\n"
 	for _, tc := range []struct {
-		reach, wantErr string
+		reach   string
+		wantErr []string
 	}{
-		{wantErr: "refused to write ClusterRole.rbac.authorization.k8s.io reader (cluster-scoped)"},
-		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io]}\n", wantErr: "refused to write ConfigMap monitoring/cm"},
-		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
+		{wantErr: []string{"writes 3 object(s) outside the custom resource's namespace",
+			"ClusterRole.rbac.authorization.k8s.io reader (cluster-scoped) (reach.clusterScoped: [ClusterRole.rbac.authorization.k8s.io] would allow it), " +
+				"rendered with the default values, " + filepath.Join(chart, "ci", "binding-values.yaml"),
+			"ConfigMap monitoring/cm (reach.namespaces: [monitoring] would allow it)",
+			"ClusterRoleBinding.rbac.authorization.k8s.io reader (cluster-scoped) (reach.clusterScoped: [ClusterRoleBinding.rbac.authorization.k8s.io] " +
+				"would allow it), rendered with " + filepath.Join(chart, "ci", "binding-values.yaml"),
+			"  reach:\n    clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io]\n    namespaces: [monitoring]"}},
+		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io], namespaces: [kube-system]}\n",
+			wantErr: []string{"writes 2 object(s)", "ConfigMap monitoring/cm",
+				"  reach:\n    clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io]\n    namespaces: [kube-system, monitoring]"}},
+		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
 	} {
 		write(watches, entry+tc.reach)
 		files, _, err := Generate(watches)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("reach %q: error %v, want %q", tc.reach, err, tc.wantErr)
+		if len(tc.wantErr) > 0 {
+			if err == nil {
+				t.Errorf("reach %q: no error, want one naming %q", tc.reach, tc.wantErr)
+				continue
 			}
+			mustContain(t, "the error", err.Error(), tc.wantErr...)
 			continue
 		}
 		if err != nil {
@@ -265,6 +283,11 @@ func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 		if role := string(files[ManagerRole]); !strings.Contains(role, "resources: [clusterroles]") {
 			t.Errorf("the allowed ClusterRole is not granted:\n%s", role)
 		}
+	}
+	// Two kinds out of reach are told in one run.
+	write(watches, entry+strings.ReplaceAll(entry, "Thing", "Other"))
+	if _, _, err := Generate(watches); err == nil || !strings.Contains(err.Error(), "Thing.example.com: ") || !strings.Contains(err.Error(), "Other.example.com: ") {
+		t.Errorf("error %v, want one naming both kinds", err)
 	}
 }
 
@@ -308,5 +331,43 @@ func mustContain(t *testing.T, what, text string, wants ...string) {
 		if !strings.Contains(text, want) {
 			t.Errorf("%s lacks\n%s\nin\n%s", what, want, text)
 		}
+	}
+}
+
+// An inferred kind's CRD is open beside the keys values.yaml types; make manifests says so, and
+// writes the policy that warns of keys no template reads, listed with the CRDs for make install.
+// A kind whose schema closes every object it describes needs none, and make manifests says why.
+func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
+	dir, chart, write := testChart(t, map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n" +
+		"data:\n  tag: {{ .Values.image.tag | quote }}\n  name: {{ .Values.nameOverride | quote }}\n  {{- with .Values.podAnnotations }}{{ toYaml . }}{{ end }}\n"})
+	if err := os.Remove(filepath.Join(chart, "values.schema.json")); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(chart, "values.yaml"), "image:\n  tag: \"1\"\n# podAnnotations: {}\n")
+	files, notes := generateThing(t, dir, chart, write)
+	said := strings.Join(notes, "\n")
+	mustContain(t, "the notes", said,
+		"Thing.example.com: spec typed, each as the type of its value in values.yaml (or null): image.tag\n",
+		"Thing.example.com: spec open (unknown keys kept beside the typed ones), inferred: values.yaml is a sample of the values, and templates read keys it does not set: spec, spec.image\n",
+		"Thing.example.com: spec accepts untyped, as keys of open objects, what only values.yaml's comments name or only templates read: nameOverride, podAnnotations\n",
+		"Thing.example.com: typo warnings: ValidatingAdmissionPolicy unread-keys.things.example.com (config/crd/warnings/example.com_things.yaml) warns, "+
+			"and never refuses, at kubectl apply of a key that no values.yaml, comment of it, schema or template names, in spec, spec.image")
+	policy := string(files[filepath.Join(WarningsDir, "example.com_things.yaml")])
+	mustContain(t, "the policy", policy, "kind: ValidatingAdmissionPolicy\n", "kind: ValidatingAdmissionPolicyBinding\n", "- Warn\n")
+	var vap struct {
+		Spec struct{ Variables []struct{ Expression string } }
+	}
+	if err := yaml.Unmarshal([]byte(strings.Split(policy, "\n---\n")[0]), &vap); err != nil || len(vap.Spec.Variables) != 2 {
+		t.Fatalf("the policy's variables %+v (%v): want spec's and spec.image's", vap, err)
+	}
+	mustContain(t, "the policy", vap.Spec.Variables[0].Expression, "!(k in ['global', 'image', 'nameOverride', 'podAnnotations'])")
+	mustContain(t, "the CRD kustomization", string(files[CRDKustomization]), "- bases/example.com_things.yaml\n- warnings/example.com_things.yaml\n")
+
+	write(filepath.Join(chart, "values.schema.json"), `{"type":"object","additionalProperties":false,"properties":{"image":{"type":"object",`+
+		`"additionalProperties":false,"properties":{"tag":{"type":"string"}}},"nameOverride":{"type":"string"},"podAnnotations":{"type":"object"}}}`)
+	files, notes = generateThing(t, dir, chart, write)
+	mustContain(t, "the notes", strings.Join(notes, "\n"), "Thing.example.com: no typo warnings: the CRD refuses the keys its schema does not name")
+	if _, ok := files[filepath.Join(WarningsDir, "example.com_things.yaml")]; ok || strings.Contains(string(files[CRDKustomization]), "- warnings/") {
+		t.Errorf("a policy written for a closed spec:\n%s", files[CRDKustomization])
 	}
 }

@@ -1,13 +1,15 @@
 package manifestgen
 
 import (
+	"errors"
 	"fmt"
-
-	"github.com/example/myproxy-operator/internal/tenancy"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/hack/manifests/chartrender"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // clusterScoped are the cluster-scoped kinds of Kubernetes' own APIs. An offline rendering has
@@ -42,19 +44,76 @@ func init() {
 // cluster-scoped kind that reach.clusterScoped does not name, or an object placed in a
 // namespace other than the release's that reach.namespaces does not name. Such a release
 // would fail at its first action; make manifests says so first, and grants no right for it.
-func checkReach(chartPath string, p tenancy.Policy, renderings []chartrender.Rendering) error {
+// It names every such object of every rendering at once, each with the reach entry that would
+// allow it, and the watch's whole reach that would allow them all, so that an administrator
+// decides in one pass.
+func checkReach(gk schema.GroupKind, chartPath string, p tenancy.Policy, renderings []chartrender.Rendering) error {
+	var lines []string
+	seen := map[string]int{} // line index by object
+	allowed := p
 	for _, r := range renderings {
+		values := "the default values"
+		if r.ValuesFile != "" {
+			values = r.ValuesFile
+		}
 		for _, o := range r.Objects {
-			if err := reachOf(p, o); err != nil {
-				values := "the default values"
-				if r.ValuesFile != "" {
-					values = r.ValuesFile
-				}
+			err := reachOf(p, o)
+			if err == nil {
+				continue
+			}
+			var refused *tenancy.ReachError
+			if !errors.As(err, &refused) {
 				return fmt.Errorf("%s, rendered with %s: %w", chartPath, values, err)
+			}
+			if i, ok := seen[refused.Object.String()]; ok {
+				lines[i] += ", " + values
+				continue
+			}
+			seen[refused.Object.String()] = len(lines)
+			lines = append(lines, fmt.Sprintf("  %s (%s), rendered with %s", refused.Object, allowedBy(refused), values))
+			if refused.Object.Namespaced {
+				allowed.Namespaces = appendNew(allowed.Namespaces, refused.Object.Namespace)
+			} else {
+				allowed.ClusterScoped = appendNew(allowed.ClusterScoped, tenancy.KindName(refused.Object.GroupKind))
 			}
 		}
 	}
-	return nil
+	if len(lines) == 0 {
+		return nil
+	}
+	entry := "  reach:\n"
+	if len(allowed.ClusterScoped) > 0 {
+		entry += "    clusterScoped: [" + strings.Join(allowed.ClusterScoped, ", ") + "]\n"
+	}
+	if len(allowed.Namespaces) > 0 {
+		entry += "    namespaces: [" + strings.Join(allowed.Namespaces, ", ") + "]\n"
+	}
+	return fmt.Errorf("%s: %s writes %d object(s) outside the custom resource's namespace that its watches.yaml entry's %s "+
+		"does not allow; a release would be refused at its first action:\n%s\nTo allow them all, give the entry of %s this %s "+
+		"(it keeps what the entry allows already), or change the chart:\n%s",
+		gk, chartPath, len(lines), tenancy.ReachKey, strings.Join(lines, "\n"), gk, tenancy.ReachKey, strings.TrimSuffix(entry, "\n"))
+}
+
+// allowedBy names the reach entry that would allow what err refuses.
+func allowedBy(err error) string {
+	var refused *tenancy.ReachError
+	if !errors.As(err, &refused) {
+		return "no reach entry allows it"
+	}
+	if refused.Object.Namespaced {
+		return fmt.Sprintf("%s.namespaces: [%s] would allow it", tenancy.ReachKey, refused.Object.Namespace)
+	}
+	return fmt.Sprintf("%s.clusterScoped: [%s] would allow it", tenancy.ReachKey, tenancy.KindName(refused.Object.GroupKind))
+}
+
+// appendNew appends s to list unless it holds it, keeping the list sorted.
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	out := append(slices.Clone(list), s)
+	slices.Sort(out)
+	return out
 }
 
 // withinReach returns r with only the objects the watch allows, and an error per object left

@@ -6,10 +6,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/example/myproxy-operator/internal/tenancy"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // Verbs, once each: what the operator's requests use (an e2e test compares them with the

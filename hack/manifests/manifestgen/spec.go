@@ -6,21 +6,26 @@ import (
 	"os"
 	"path/filepath"
 
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+
 	"github.com/example/myproxy-operator/hack/manifests/crdgen"
 	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
 // specSchema is where a kind's spec schema comes from: the JSON schema document (nil for an
-// open spec), the file it was made from, and why, for `make manifests` to say.
+// open spec) and the chart's default values, the file it was made from, and why, for `make
+// manifests` to say.
 type specSchema struct {
-	schema []byte
-	source string
-	why    string
+	spec     crdgen.Spec
+	source   string
+	why      string
+	inferred bool
 }
 
 // specSchemaOf chooses a kind's spec schema: kind.yaml's specSchema, else the chart's
 // values.schema.json when it has one, else one inferred from values.yaml.
-func specSchemaOf(chartDir string, k *chartapi.Kind) (specSchema, error) {
+func specSchemaOf(chartDir string, ch *chart.Chart, k *chartapi.Kind) (specSchema, error) {
 	schemaPath, valuesPath := filepath.Join(chartDir, valuesSchemaFile), filepath.Join(chartDir, valuesFile)
 	choice, chosen := k.SpecSchema, "kind.yaml specSchema: "+k.SpecSchema
 	if choice == "" {
@@ -28,6 +33,11 @@ func specSchemaOf(chartDir string, k *chartapi.Kind) (specSchema, error) {
 		if _, err := os.Stat(schemaPath); err == nil {
 			choice, chosen = chartapi.SpecFromValuesSchema, "the chart's own"
 		}
+	}
+	// Helm coalesces these into the values before it validates them against the schema.
+	defaults, err := chartutil.CoalesceValues(ch, map[string]any{})
+	if err != nil {
+		return specSchema{}, fmt.Errorf("%s: %w", chartDir, err)
 	}
 	switch choice {
 	case chartapi.SpecOpen:
@@ -46,13 +56,14 @@ func specSchemaOf(chartDir string, k *chartapi.Kind) (specSchema, error) {
 		if err != nil {
 			return specSchema{}, fmt.Errorf("%s: %w", valuesPath, err)
 		}
-		return specSchema{schema: inferred, source: valuesPath,
+		return specSchema{spec: crdgen.Spec{Schema: inferred, Defaults: defaults}, source: valuesPath, inferred: true,
 			why: fmt.Sprintf("inferred from %s: the types of its defaults, its comments as descriptions (%s)", valuesPath, chosen)}, nil
 	default:
 		raw, err := os.ReadFile(schemaPath)
 		if err != nil {
 			return specSchema{}, fmt.Errorf("%s: %w", k.File, err)
 		}
-		return specSchema{schema: raw, source: schemaPath, why: fmt.Sprintf("from %s (%s)", schemaPath, chosen)}, nil
+		return specSchema{spec: crdgen.Spec{Schema: raw, Defaults: defaults}, source: schemaPath,
+			why: fmt.Sprintf("from %s (%s)", schemaPath, chosen)}, nil
 	}
 }
