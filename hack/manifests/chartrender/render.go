@@ -4,6 +4,7 @@
 package chartrender
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -42,8 +43,10 @@ var sampleRelease = chartutil.ReleaseOptions{Name: "example", Namespace: SampleN
 
 // Render renders the chart offline (no cluster: lookups find nothing) with its default values
 // and with each ci/*-values.yaml, the chart-testing convention for the value sets a chart must
-// render with. A rendering with the defaults that fails is skipped when the ci files render
-// (a chart may require values); a ci file that fails is an error.
+// render with. A chart whose schema requires keys its values.yaml gives no default for renders
+// with those keys filled in from the schema (requiredFilled), as a resource must give them; a
+// rendering with the defaults that fails is skipped when the ci files render; a ci file that
+// fails is an error.
 func Render(chartDir string) ([]Rendering, error) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
@@ -55,9 +58,10 @@ func Render(chartDir string) ([]Rendering, error) {
 	}
 	sort.Strings(files)
 	var out []Rendering
-	defaults, lookedUp, defaultsErr := render(ch, map[string]any{})
+	required := requiredFilled(ch)
+	defaults, lookedUp, defaultsErr := render(ch, required)
 	if defaultsErr == nil {
-		out = append(out, Rendering{Values: map[string]any{}, Objects: defaults, LookedUp: lookedUp})
+		out = append(out, Rendering{Values: required, Objects: defaults, LookedUp: lookedUp})
 	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -217,7 +221,7 @@ func SwitchedOn(chartDir string) (Rendering, error) {
 	if err != nil {
 		return Rendering{}, err
 	}
-	vals := map[string]any{}
+	vals := requiredFilled(ch)
 	switchOn(ch.Values, vals)
 	if ch.Schema != nil {
 		var doc map[string]any
@@ -275,3 +279,47 @@ func switchOnSchema(node, out map[string]any) {
 		}
 	}
 }
+
+// requiredFilled returns the values a resource must give for the chart's schema to accept
+// its values.yaml: each required key it gives no default for, filled with the first value the
+// schema admits (its const, first enum value, minimum, or the type's zero value; an object with
+// its own required keys filled in turn). Empty for a chart without a schema or such keys.
+func requiredFilled(ch *chart.Chart) map[string]any {
+	var doc map[string]any
+	if ch.Schema == nil || json.Unmarshal(ch.Schema, &doc) != nil {
+		return map[string]any{}
+	}
+	var fill func(node, defaults map[string]any) map[string]any
+	fill = func(node, defaults map[string]any) map[string]any {
+		out := map[string]any{}
+		props, _ := node["properties"].(map[string]any)
+		required, _ := node["required"].([]any)
+		for _, r := range required {
+			key, _ := r.(string)
+			child, _ := props[key].(map[string]any)
+			sub, given := defaults[key].(map[string]any)
+			switch {
+			case child == nil:
+			case given || (defaults[key] == nil && child["type"] == "object"):
+				if filled := fill(child, sub); len(filled) > 0 || !given {
+					out[key] = filled
+				}
+			case defaults[key] != nil:
+			case child["const"] != nil:
+				out[key] = child["const"]
+			case len(asList(child["enum"])) > 0:
+				out[key] = asList(child["enum"])[0]
+			default:
+				out[key] = map[string]any{"string": "", "integer": child["minimum"], "number": child["minimum"],
+					"boolean": false, "array": []any{}}[fmt.Sprint(child["type"])]
+				if out[key] == nil && (child["type"] == "integer" || child["type"] == "number") {
+					out[key] = 0
+				}
+			}
+		}
+		return out
+	}
+	return fill(doc, ch.Values)
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
