@@ -10,27 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/names"
-
 	"github.com/example/myproxy-operator/internal/shard"
 )
-
-// managerEntries are the rows of Table for the manager's cache: each kind it caches is in one
-// of these classes.
-var managerEntries = []Entry{
-	{
-		Cache: "manager", Holds: "the custom resources of every watched kind",
-		Selected: "the watch's selector and this shard's (package shard)", Keeps: "all but managed fields",
-		Events: "all but updates of status only or an added finalizer (the status controller watches the same informers unfiltered), and additions and updates of resources another shard claims, which are held back",
-		ReadBy: "the Helm reconciler, the status controller, the client's reads of custom resources",
-	},
-	{
-		Cache: "manager", Holds: "release objects: every other kind a release renders, Secrets included, as each " +
-			"is first watched (typed where the scheme knows the kind, ReleaseObject)",
-		Selected: "the managed label with this shard's value (package managedlabel)", Keeps: "all but managed fields",
-		Events: "all, but updates of status and resourceVersion only (the plugins' dependent predicate)",
-		ReadBy: "the dependent watches (drift), the status controller (Ready, declared fields)",
-	},
-}
 
 // Manager returns the manager's cache options and the constructor of its cache, for the
 // watches ws (their custom resources), this process's shard, and own, the operator's writes.

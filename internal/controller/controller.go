@@ -320,7 +320,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		return capabilityReader{}, err
 	}
 	if sh.sharding.shard.Sharded() {
-		h := &Handover{ClaimCache: sh.watched.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
+		h := &shard.Handover{ClaimCache: sh.watched.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
 			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return capabilityReader{}, err

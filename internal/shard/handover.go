@@ -1,4 +1,4 @@
-package controller
+package shard
 
 import (
 	"context"
@@ -21,17 +21,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // handoverRetry is how soon a handover is tried again while this shard still acts on the
 // resource (a reconcile's Helm call in flight) or the resource changed under the write.
 const handoverRetry = 200 * time.Millisecond
 
-// Handover hands the custom resources that name this shard in their claim (shard.OwnerLabel)
+// Handover hands the custom resources that name this shard in their claim (OwnerLabel)
 // but are no longer this shard's (relabelled for another, also while this shard was down) over
 // to their shard: once no Helm call of this shard is in flight on one, and none may start
-// (shard.Claims), it clears the claim; the new shard, whose cache filter held the resource back
+// (Claims), it clears the claim; the new shard, whose cache filter held the resource back
 // until then, claims it. It follows the claims through a metadata-only cache of the resources
 // that name this shard (caches.Claims), and reads each resource from the apiserver before it
 // writes.
@@ -40,8 +39,8 @@ type Handover struct {
 	Live       client.Reader // the apiserver
 	Writer     client.Writer
 	GVK        schema.GroupVersionKind
-	Shard      shard.Shard
-	Claims     *shard.Claims
+	Shard      Shard
+	Claims     *Claims
 	Recorder   record.EventRecorder
 }
 
@@ -70,15 +69,15 @@ func (h *Handover) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := h.Live.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if shard.Owner(obj) != h.Shard.ID() || h.Shard.Selector().Matches(labels.Set(obj.GetLabels())) {
+	if Owner(obj) != h.Shard.ID() || h.Shard.Selector().Matches(labels.Set(obj.GetLabels())) {
 		return ctrl.Result{}, nil // not this shard's to give, or its own again
 	}
-	key := shard.Key{GVK: h.GVK, NamespacedName: req.NamespacedName}
+	key := Key{GVK: h.GVK, NamespacedName: req.NamespacedName}
 	if !h.Claims.Release(key) {
 		return ctrl.Result{RequeueAfter: handoverRetry}, nil
 	}
 	l := obj.GetLabels()
-	delete(l, shard.OwnerLabel)
+	delete(l, OwnerLabel)
 	obj.SetLabels(l)
 	// The resource version read is the precondition: a concurrent change makes this retry.
 	if err := h.Writer.Update(ctx, obj); err != nil {
@@ -89,6 +88,6 @@ func (h *Handover) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	h.Recorder.Eventf(obj, corev1.EventTypeNormal, names.ReasonShardHandedOver,
-		"shard %s handed it over (labelled %s=%q)", h.Shard.ID(), shard.Label, obj.GetLabels()[shard.Label])
+		"shard %s handed it over (labelled %s=%q)", h.Shard.ID(), Label, obj.GetLabels()[Label])
 	return ctrl.Result{}, nil
 }
