@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/example/myproxy-operator/internal/tenancy"
-
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
@@ -39,6 +37,7 @@ import (
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
+	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 

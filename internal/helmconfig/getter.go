@@ -29,8 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/example/myproxy-operator/internal/tenancy"
-
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -45,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // TTL is how long learnt Capabilities and a successful reachability check are reused. A new or

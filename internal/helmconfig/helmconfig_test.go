@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/myproxy-operator/internal/tenancy"
-
-	"github.com/example/myproxy-operator/internal/names"
-
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,7 +19,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 type configGetter func() *action.Configuration

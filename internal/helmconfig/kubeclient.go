@@ -5,8 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/example/myproxy-operator/internal/tenancy"
-
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
@@ -14,6 +12,7 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
 // kubeClient is Helm's own client with a shared reachability check, which labels every object

@@ -10,10 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/example/myproxy-operator/internal/tenancy"
-
-	"github.com/example/myproxy-operator/internal/caches"
-
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -25,10 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/releasestore"
+	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 

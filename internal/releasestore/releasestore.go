@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/example/myproxy-operator/internal/caches"
-
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +25,8 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/caches"
 )
 
 // Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns

@@ -23,12 +23,12 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/example/myproxy-operator/internal/names"
-
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 const (

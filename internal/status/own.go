@@ -5,7 +5,6 @@ import (
 	"reflect"
 
 	"github.com/example/myproxy-operator/internal/caches"
-
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/names"
 )

@@ -151,7 +151,3 @@ func parseManifest(manifest, namespace string, namespaced func(schema.GroupVersi
 	}
 	return refs, nil
 }
-
-func keyOf(namespace, name string) types.NamespacedName {
-	return types.NamespacedName{Namespace: namespace, Name: name}
-}
