@@ -401,7 +401,7 @@ func newProbe(ns, name string, spec map[string]any) *unstructured.Unstructured {
 	return u
 }
 
-func TestTheStackKeepsEachLayersPromiseUnderThePluginsReconciler(t *testing.T) {
+func TestTheActionClientKeepsItsPromisesUnderThePluginsReconciler(t *testing.T) {
 	ctx := context.Background()
 	c, ns, chrt := probeSetup(t)
 	p, evs, reg, configs := stackUnderThePluginsReconciler(t, ns, chrt)
