@@ -139,6 +139,10 @@ bench-rollout: build cluster-build ## Measure a chart rollout over a converged f
 	BENCH_DIR=$(abspath $(BENCH_DIR))/rollout N=$${N:-1000} ROLLOUT=1 go run ./bench
 	cp $(abspath $(BENCH_DIR))/rollout/rollout.md docs/rollout-results.md
 
+.PHONY: bench-restart
+bench-restart: build cluster-build ## Measure restarts over a converged fleet, with every fast path and without digests, for this operator and each BUILDS build (N=1000; results in bin/bench/restart).
+	BENCH_DIR=$(abspath $(BENCH_DIR))/restart N=$${N:-1000} RESTART=1 go run ./bench
+
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/... ./bench/...

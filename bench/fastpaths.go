@@ -13,9 +13,9 @@ import (
 	"github.com/example/myproxy-operator/internal/options"
 )
 
-// variant is this operator with a choice of fast paths (--fast-paths).
+// variant is this operator (or a build of it, bin) with a choice of fast paths (--fast-paths).
 type variant struct {
-	name, fastPaths string
+	name, fastPaths, bin string
 }
 
 // fastPathVariants are this operator with every fast path, with none, and with each one
@@ -45,6 +45,9 @@ type fastPathsReport struct {
 // landing on one. It reports each figure's median and its spread (min to max) per variant.
 func benchFastPaths(ctx context.Context, s settings, c *cluster, rounds int) error {
 	variants := fastPathVariants()
+	for _, b := range s.builds {
+		variants = append(variants, variantsOf(b)...)
+	}
 	rep := fastPathsReport{Command: fmt.Sprintf("make bench-fast-paths N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d ROUNDS=%d",
 		s.n, s.lookups, s.idle, s.samples, rounds), Machine: machine(), Started: time.Now(), Rounds: rounds,
 		Runs: map[string][]fleetResult{}}
@@ -53,6 +56,9 @@ func benchFastPaths(ctx context.Context, s settings, c *cluster, rounds int) err
 			v := variants[(i+round)%len(variants)]
 			op := ours(s)
 			op.name = subjectOurs + ", " + v.name
+			if v.bin != "" {
+				op.bin, op.pprof = v.bin, ""
+			}
 			args := op.args
 			op.args = func(m, h string) []string { return append(args(m, h), "--"+options.FastPathsFlag+"="+v.fastPaths) }
 			progress("round %d of %d: %s", round+1, rounds, op.name)

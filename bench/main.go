@@ -27,6 +27,12 @@
 //	ROLLOUT=1       measure a chart rollout over the fleet instead, in waves and all at
 //	                once (make bench-rollout); ROLLOUT_REPORT=1 writes its report
 //	                again from rollout.json
+//	BUILDS=name=path[:fast+paths],...  other builds of this operator (the code before a change),
+//	                run as subjects of their own beside it (make bench), their fast-path variants
+//	                beside its own (make bench-fast-paths), and restarted over their own fleets
+//	                (RESTART=1); the fast paths a build has default to this code's
+//	RESTART=1       measure restarts over a converged fleet, with every fast path and without
+//	                digests, for this operator and each build
 //	ROUNDS=1        run every subject's fleet this many times, interleaved (the order rotated
 //	                by one each round); the report takes each subject's median run and shows
 //	                the spread of every round
@@ -88,6 +94,8 @@ type settings struct {
 	fleet            bool     // run the fleet of each subject (FLEET=0: only the memory runs)
 	rounds           int      // FAST_PATH_ROUNDS > 0: measure the fast paths instead (benchFastPaths)
 	fleetRounds      int      // ROUNDS: runs of each subject's fleet, interleaved
+	builds           []build  // BUILDS: other builds of this operator, side by side
+	restart          bool     // RESTART=1: measure restarts over a converged fleet instead
 	rollout          bool     // ROLLOUT=1: measure a chart rollout instead (benchRollout)
 }
 
@@ -133,6 +141,15 @@ func loadSettings() (settings, error) {
 	s.rounds = envInt("FAST_PATH_ROUNDS", 0)
 	s.fleetRounds = max(1, envInt("ROUNDS", 1))
 	s.rollout = os.Getenv("ROLLOUT") == "1"
+	s.restart = os.Getenv("RESTART") == "1"
+	if s.builds, err = parseBuilds(os.Getenv("BUILDS")); err != nil {
+		return s, err
+	}
+	if os.Getenv("SUBJECTS") == "" {
+		for _, b := range s.builds {
+			s.subjects = append(s.subjects, b.key())
+		}
+	}
 	if v := os.Getenv("BENCH_DIR"); v != "" {
 		s.dir, _ = filepath.Abs(v)
 	}
@@ -157,6 +174,9 @@ func run() error {
 	}
 	if s.rollout {
 		return benchRollout(ctx, s, c)
+	}
+	if s.restart {
+		return benchRestarts(ctx, s, c)
 	}
 	rep := &report{Started: time.Now(), Machine: machine(),
 		Command: fmt.Sprintf("make bench N=%d LOOKUPS=%d IDLE=%s SAMPLES=%d STOCK_SAMPLES=%d UNRELATED=%d",
@@ -235,6 +255,10 @@ func runFleet(ctx context.Context, s settings, c *cluster, name string, rep *rep
 		}
 		return res, err
 	}
+	if b, ok := s.buildOf(name); ok {
+		res, _, err := benchOperator(ctx, s, c, b.operator(s))
+		return res, err
+	}
 	peer, ok := peers[name]
 	if !ok {
 		return fleetResult{}, fmt.Errorf("unknown subject %q (%s)", name, strings.Join(subjectKeys, ", "))
@@ -243,12 +267,19 @@ func runFleet(ctx context.Context, s settings, c *cluster, name string, rep *rep
 	return res, err
 }
 
-// subjectOrder is the order of the report's rows.
+// subjectOrder is the order of the report's rows; other builds of this operator follow it.
 var subjectOrder = []string{subjectLimit, subjectOurs, subjectStock, subjectStockTuned, subjectPlugins}
+
+func rowOrder(subject string) int {
+	if i := slices.Index(subjectOrder, subject); i >= 0 {
+		return i
+	}
+	return len(subjectOrder)
+}
 
 func (r *report) sortFleet() {
 	slices.SortStableFunc(r.Fleet, func(a, b fleetResult) int {
-		return slices.Index(subjectOrder, a.Subject) - slices.Index(subjectOrder, b.Subject)
+		return rowOrder(a.Subject) - rowOrder(b.Subject)
 	})
 	slices.SortStableFunc(r.Memory, func(a, b memoryResult) int {
 		return slices.Index(subjectOrder, a.Subject) - slices.Index(subjectOrder, b.Subject)
@@ -273,6 +304,9 @@ func (r *report) keepFrom(path string, running []string, fleets bool) error {
 		case keyOurs:
 			runs[subjectOurs] = true
 		default:
+			if strings.HasPrefix(name, keyOurs+"@") {
+				runs[subjectOurs+" ("+strings.TrimPrefix(name, keyOurs+"@")+")"] = true
+			}
 			if peer, ok := peers[name]; ok {
 				runs[peer(settings{}).name] = true
 			}
