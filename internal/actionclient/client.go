@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/names"
@@ -105,10 +106,10 @@ type reconcileClient struct {
 	cur  *release.Release
 	err  error
 
-	// The check's outcome: checked, and held by the rollout; proved, the digests a dry run
-	// proved the deployed revision renders, written on its record by Reconcile.
+	// The check's outcome: checked, and held by the rollout; proved, the deployed revision with
+	// the digests a dry run proved it renders, written on its record by Reconcile.
 	checked, held bool
-	proved        *provenDigests
+	proved        *release.Release
 }
 
 // begin decides the claim, reads the release and unlocks it if it is pending.
@@ -120,10 +121,12 @@ func (c *reconcileClient) begin(base helmclient.ActionClientGetter) error {
 	switch Decide(State{Call: Client, Claim: claim}) {
 	case Refuse:
 		return c.refusal(claim)
-	case ClaimIt:
-		if err := c.writeClaim(); err != nil {
-			return err
+	case ClaimIt: // the update carries the resource version read, so of two claims one fails
+		c.obj.SetLabels(mergeLabels(c.obj.GetLabels(), map[string]string{shard.OwnerLabel: c.o.Shard.ID()}))
+		if err := c.o.Writer.Update(c.ctx, c.obj); err != nil {
+			return fmt.Errorf("claiming it for shard %q: %w", c.o.Shard.ID(), err)
 		}
+		c.o.Claims.Reclaim(c.key)
 	}
 	start := time.Now()
 	if c.ActionInterface, err = base.ActionClientFor(c.ctx, c.obj); err != nil {
@@ -177,22 +180,6 @@ func (c *reconcileClient) refusal(claim Claim) error {
 	return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", owner, shard.OwnerLabel)
 }
 
-// writeClaim labels the resource as this shard's. The update carries the resource version
-// read, so of two claims one fails (and its reconcile retries).
-func (c *reconcileClient) writeClaim() error {
-	l := c.obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[shard.OwnerLabel] = c.o.Shard.ID()
-	c.obj.SetLabels(l)
-	if err := c.o.Writer.Update(c.ctx, c.obj); err != nil {
-		return fmt.Errorf("claiming it for shard %q: %w", c.o.Shard.ID(), err)
-	}
-	c.o.Claims.Reclaim(c.key)
-	return nil
-}
-
 // unlock marks the pending revision failed, so that the reconciler upgrades from there (Helm
 // upgrades a failed release, even one that never deployed), adopting whatever objects the
 // interrupted action created.
@@ -200,7 +187,7 @@ func (c *reconcileClient) unlock(why string) {
 	rel, was := c.cur, c.cur.Info.Status
 	rel.Info.Status = release.StatusFailed
 	rel.Info.Description = fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
-	if err := c.during(func() error { return c.Config().Releases.Update(rel) }); err != nil {
+	if err := c.write(rel); err != nil {
 		c.cur, c.err = nil, fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", rel.Name, rel.Version, was, err)
 		return
 	}
@@ -211,25 +198,27 @@ func (c *reconcileClient) unlock(why string) {
 // reread reads the release again.
 func (c *reconcileClient) reread() {
 	start := time.Now()
-	c.err = c.during(func() error {
-		var err error
-		c.cur, err = c.ActionInterface.Get(c.obj.GetName())
-		return err
-	})
+	c.cur, c.err = during(c, func() (*release.Release, error) { return c.ActionInterface.Get(c.obj.GetName()) })
 	c.report(Outcome{Action: Get, Result: c.cur, Err: c.err}, start)
 	c.read = true
 }
 
 // during runs f unless the resource was handed over to another shard since the reconcile began.
-func (c *reconcileClient) during(f func() error) error {
-	if !c.o.Shard.Sharded() {
-		return f()
+func during[T any](c *reconcileClient, f func() (T, error)) (T, error) {
+	if c.o.Shard.Sharded() {
+		if err := c.o.Claims.Begin(c.key); err != nil {
+			var none T
+			return none, err
+		}
+		defer c.o.Claims.End(c.key)
 	}
-	if err := c.o.Claims.Begin(c.key); err != nil {
-		return err
-	}
-	defer c.o.Claims.End(c.key)
 	return f()
+}
+
+// write runs a write of the release record, as during does.
+func (c *reconcileClient) write(rel *release.Release) error {
+	_, err := during(c, func() (any, error) { return nil, c.Config().Releases.Update(rel) })
+	return err
 }
 
 func (c *reconcileClient) report(o Outcome, start time.Time) {
@@ -255,9 +244,7 @@ func (c *reconcileClient) status() release.Status {
 // uninstalled while its objects go (uninstall-wait) is not found, as after any uninstall.
 func (c *reconcileClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
 	if name != c.obj.GetName() || len(opts) > 0 {
-		var rel *release.Release
-		err := c.during(func() (err error) { rel, err = c.ActionInterface.Get(name, opts...); return err })
-		return rel, err
+		return during(c, func() (*release.Release, error) { return c.ActionInterface.Get(name, opts...) })
 	}
 	if !c.read {
 		c.reread()
@@ -270,9 +257,7 @@ func (c *reconcileClient) Get(name string, opts ...helmclient.GetOption) (*relea
 
 // History implements helmclient.ActionInterface.
 func (c *reconcileClient) History(name string, opts ...helmclient.HistoryOption) ([]*release.Release, error) {
-	var h []*release.Release
-	err := c.during(func() (err error) { h, err = c.ActionInterface.History(name, opts...); return err })
-	return h, err
+	return during(c, func() ([]*release.Release, error) { return c.ActionInterface.History(name, opts...) })
 }
 
 // Install implements helmclient.ActionInterface.
@@ -283,10 +268,8 @@ func (c *reconcileClient) Install(name, namespace string, chrt *chart.Chart, val
 		opts = append(opts, func(i *action.Install) error { i.Labels = rec.labels(i.Labels); return nil })
 	}
 	start := time.Now()
-	var rel *release.Release
-	err := c.during(func() (err error) {
-		rel, err = c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
-		return err
+	rel, err := during(c, func() (*release.Release, error) {
+		return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
 	})
 	c.report(Outcome{Action: Install, Result: rel, Chart: chrt, Err: err}, start)
 	c.o.Digests.rendered(c, rec, rel, err)
@@ -311,12 +294,9 @@ func (c *reconcileClient) Upgrade(name, namespace string, chrt *chart.Chart, val
 			if o := c.o.DryRunOption; o != "" {
 				opts = append(opts, func(u *action.Upgrade) error { u.DryRunOption = o; return nil })
 			}
-			var rel *release.Release
-			err := c.during(func() (err error) {
-				rel, err = c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-				return err
+			return during(c, func() (*release.Release, error) {
+				return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 			})
-			return rel, err
 		})
 	}
 	held := c.held
@@ -335,10 +315,8 @@ func (c *reconcileClient) Upgrade(name, namespace string, chrt *chart.Chart, val
 		opts = append(opts, func(u *action.Upgrade) error { u.Labels = rec.labels(u.Labels); return nil })
 	}
 	start := time.Now()
-	var rel *release.Release
-	err := c.during(func() (err error) {
-		rel, err = c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-		return err
+	rel, err := during(c, func() (*release.Release, error) {
+		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
 	})
 	c.report(Outcome{Action: Upgrade, Result: rel, Chart: chrt, Err: err}, start)
 	c.o.Digests.rendered(c, rec, rel, err)
@@ -392,12 +370,17 @@ func (c *reconcileClient) check(cur *release.Release, chrt *chart.Chart, vals ma
 	}
 }
 
-// Reconcile implements helmclient.ActionInterface: drift correction, after which the digests a
-// check proved are written on the release record.
+// Reconcile implements helmclient.ActionInterface: it writes the digests a check proved on the
+// release record (so that a restarted operator knows them too; a failure costs only another dry
+// run after a restart), then corrects drift.
 func (c *reconcileClient) Reconcile(rel *release.Release) error {
-	c.o.Digests.record(c, c.proved)
+	if c.proved != nil {
+		if err := c.write(c.proved); err != nil {
+			logf.FromContext(c.ctx).V(1).Info("cannot record the digests proven on the release", "error", err.Error())
+		}
+	}
 	start := time.Now()
-	err := c.during(func() error { return c.ActionInterface.Reconcile(rel) })
+	_, err := during(c, func() (any, error) { return nil, c.ActionInterface.Reconcile(rel) })
 	c.report(Outcome{Action: Reconcile, Release: rel.Name, Result: rel, Err: err}, start)
 	return err
 }
@@ -453,8 +436,7 @@ func (c *reconcileClient) Uninstall(name string, opts ...helmclient.UninstallOpt
 
 // uninstall runs one Helm uninstall and deletes the hook objects of the release it removed.
 func (c *reconcileClient) uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	var resp *release.UninstallReleaseResponse
-	err := c.during(func() (err error) { resp, err = c.ActionInterface.Uninstall(name, opts...); return err })
+	resp, err := during(c, func() (*release.UninstallReleaseResponse, error) { return c.ActionInterface.Uninstall(name, opts...) })
 	if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
 		c.o.Digests.Forget(c.key)
 	}

@@ -82,7 +82,7 @@ func (d *Digests) Forget(key shard.Key) {
 	}
 	d.known.Delete(key)
 	if d.Lookups != nil {
-		d.Lookups.Forget(renderinputs.CR(key))
+		d.Lookups.Forget(key)
 	}
 }
 
@@ -139,9 +139,7 @@ func ownLabels(cur *release.Release) bool {
 // read nothing, else followed.
 func (d *Digests) remember(c *reconcileClient, version int, dg digests, reads []renderinputs.Read) {
 	if len(reads) == 0 {
-		if d.Lookups != nil {
-			d.Lookups.Forget(renderinputs.CR(c.key))
-		}
+		d.Forget(c.key)
 		d.known.Store(c.key, knownRendering{Version: version, Digest: dg.all})
 		return
 	}
@@ -149,41 +147,23 @@ func (d *Digests) remember(c *reconcileClient, version int, dg digests, reads []
 	if d.Lookups == nil {
 		return
 	}
-	if err := d.Lookups.Follow(c.ctx, renderinputs.CR(c.key), reads); err != nil {
+	if err := d.Lookups.Follow(c.ctx, c.key, reads); err != nil {
 		logf.FromContext(c.ctx).Error(err, "cannot follow what the rendering looked up; a change of it wakes nothing")
 	}
 }
 
-// provenDigests are digests a dry run proved the deployed revision renders, to be written on
-// its record when they are not there yet.
-type provenDigests struct {
-	rel    *release.Release
-	labels map[string]string
-}
-
 // prove remembers that cur renders from dg (a dry run rendered its manifest, reading reads),
-// and returns the labels to record on it, nil when it carries them.
-func (d *Digests) prove(c *reconcileClient, cur *release.Release, dg digests, reads []renderinputs.Read) *provenDigests {
+// and returns cur with the digest labels to record on it, nil when it carries them.
+func (d *Digests) prove(c *reconcileClient, cur *release.Release, dg digests, reads []renderinputs.Read) *release.Release {
 	d.remember(c, cur.Version, dg, reads)
 	want := digestLabels(dg, len(reads), cur.Version)
 	if cur.Labels[DigestLabel] == want[DigestLabel] && cur.Labels[ChartDigestLabel] == want[ChartDigestLabel] &&
 		cur.Labels[LookupsLabel] == want[LookupsLabel] && ownLabels(cur) {
 		return nil
 	}
-	return &provenDigests{rel: cur, labels: want}
-}
-
-// record writes proven digests on the release record, so that a restarted operator knows them
-// too. A failure costs only another dry run after a restart.
-func (d *Digests) record(c *reconcileClient, p *provenDigests) {
-	if d == nil || p == nil {
-		return
-	}
-	rel := *p.rel
-	rel.Labels = mergeLabels(p.rel.Labels, p.labels)
-	if err := c.during(func() error { return c.Config().Releases.Update(&rel) }); err != nil {
-		logf.FromContext(c.ctx).V(1).Info("cannot record the digests proven on the release", "error", err.Error())
-	}
+	rel := *cur
+	rel.Labels = mergeLabels(cur.Labels, want)
+	return &rel
 }
 
 // recording is what one install or upgrade records: its digests and what its rendering reads.

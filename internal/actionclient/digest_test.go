@@ -39,7 +39,7 @@ type recordingClient struct {
 func (f *recordingClient) Config() *action.Configuration {
 	if f.cfg == nil {
 		f.cfg = &action.Configuration{Capabilities: chartutil.DefaultCapabilities.Copy(), RESTClientGetter: restGetter{}}
-		renderinputs.InstallRecorder(f.cfg)
+		renderinputs.InstallRecorder(f.cfg, nil)
 	}
 	return f.cfg
 }

@@ -36,43 +36,36 @@ func (e Events) Observe(o Outcome) {
 		normal(names.ReasonUninstallWaiting, "%s", waiting.Error())
 		return
 	}
-	switch o.Action {
-	case Client:
-		warn(names.ReasonActionClientFailed, "cannot create a Helm client: %v", o.Err)
-	case Get:
-		if o.Err != nil {
+	if o.Err != nil {
+		switch o.Action {
+		case Client:
+			warn(names.ReasonActionClientFailed, "cannot create a Helm client: %v", o.Err)
+		case Get:
 			warn(names.ReasonReleaseLookupFailed, "cannot read Helm release %s: %v", o.Release, o.Err)
-		}
-	case Install:
-		if o.Err != nil {
+		case Install:
 			warn(names.ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForInstall), o.Err)
-		} else {
-			normal(names.ReasonInstalled, "installed release %s revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
-				chartRef(o.Chart), with(o, annotations.ForInstall))
-		}
-	case Upgrade:
-		if o.Err != nil {
+		case Upgrade:
 			warn(names.ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForUpgrade), o.Err)
-		} else {
-			normal(names.ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
-				chartRef(o.Chart), with(o, annotations.ForUpgrade))
-		}
-	case Check:
-		// A check that passes changes nothing and is not worth an Event.
-		if o.Err != nil {
+		case Check:
 			warn(names.ReasonReleaseCheckFailed, "cannot render chart %s for the current spec: %v", chartRef(o.Chart), o.Err)
-		}
-	case Uninstall:
-		if o.Err != nil {
+		case Uninstall:
 			warn(names.ReasonUninstallFailed, "uninstall of release %s failed%s: %v", o.Release, with(o, annotations.ForUninstall), o.Err)
-		} else {
-			normal(names.ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, annotations.ForUninstall))
-		}
-	case Reconcile:
-		if o.Err != nil {
+		case Reconcile:
 			warn(names.ReasonDriftCorrectionFailed, "cannot restore the objects of release %s revision %d: %v",
 				o.Release, o.Result.Version, o.Err)
 		}
+		return
+	}
+	// A read, a check or a drift correction that passes changes nothing worth an Event.
+	switch o.Action {
+	case Install:
+		normal(names.ReasonInstalled, "installed release %s revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
+			chartRef(o.Chart), with(o, annotations.ForInstall))
+	case Upgrade:
+		normal(names.ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
+			chartRef(o.Chart), with(o, annotations.ForUpgrade))
+	case Uninstall:
+		normal(names.ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, annotations.ForUninstall))
 	}
 }
 

@@ -87,7 +87,7 @@ func TestAReleaseThatLookedUpIsRenderedAtEveryCheck(t *testing.T) {
 	api := newAPIServer(t)
 	fake := &recordingClient{lookups: []string{"/api/v1/namespaces/ns/secrets/tls"}}
 	fake.cfg = &action.Configuration{Capabilities: chartutil.DefaultCapabilities.Copy(), RESTClientGetter: restGetter{host: api.URL}}
-	renderinputs.InstallRecorder(fake.cfg)
+	renderinputs.InstallRecorder(fake.cfg, nil)
 	tracker := &fakeTracker{}
 	getter := digesterOf(fake, testOptions{Lookups: tracker})
 	chrt, vals := testChart("kind: ConfigMap"), map[string]any{}
@@ -196,7 +196,7 @@ func newHelmClient(api *apiserver) *helmClient {
 		RESTClientGetter: restGetter{host: api.URL},
 		Log:              func(string, ...any) {},
 	}
-	renderinputs.InstallRecorder(cfg)
+	renderinputs.InstallRecorder(cfg, nil)
 	return &helmClient{cfg: cfg}
 }
 

@@ -109,9 +109,6 @@ var byAction = map[Action][]string{
 // InEffect lists "name=value" for each annotation on obj that changes how action runs, for
 // Events to say which options an action ran with.
 func InEffect(obj client.Object, action Action) []string {
-	if obj == nil {
-		return nil
-	}
 	a := obj.GetAnnotations()
 	var out []string
 	for _, name := range byAction[action] {

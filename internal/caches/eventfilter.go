@@ -8,6 +8,7 @@ package caches
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -38,15 +39,10 @@ var statusAndVersion = Ignore{
 
 // IgnoreStatusUpdates drops updates of release objects that change only status and
 // resourceVersion: the plugins' own rule.
-var IgnoreStatusUpdates = changedBeyond(statusAndVersion)
-
-// changedBeyond passes an update of a release object that changes more than ignore.
-func changedBeyond(ignore Ignore) func(oldObj, newObj any) bool {
-	return func(oldObj, newObj any) bool {
-		o, ok1 := asMap(oldObj)
-		n, ok2 := asMap(newObj)
-		return !ok1 || !ok2 || !Equal(o, n, ignore)
-	}
+func IgnoreStatusUpdates(oldObj, newObj any) bool {
+	o, ok1 := asMap(oldObj)
+	n, ok2 := asMap(newObj)
+	return !ok1 || !ok2 || !Equal(o, n, statusAndVersion)
 }
 
 // asMap returns the content of an object: itself when unstructured (read only), else converted.
@@ -197,14 +193,6 @@ var notReconciled = Ignore{
 }
 
 func finalizersRemoved(o, n *unstructured.Unstructured) bool {
-	kept := map[string]bool{}
-	for _, f := range n.GetFinalizers() {
-		kept[f] = true
-	}
-	for _, f := range o.GetFinalizers() {
-		if !kept[f] {
-			return true
-		}
-	}
-	return false
+	kept := n.GetFinalizers()
+	return slices.ContainsFunc(o.GetFinalizers(), func(f string) bool { return !slices.Contains(kept, f) })
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
+	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
 // Manager returns the manager's cache options and the constructor of its cache, for the
@@ -21,7 +22,7 @@ import (
 // Custom resources are filtered by CustomResources (another shard's, and updates of
 // status only); release objects follow the plugins' dependent predicate (an update of status
 // and resourceVersion only is ignored).
-func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Shard) (cache.Options, cache.NewCacheFunc) {
+func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard.Shard) (cache.Options, cache.NewCacheFunc) {
 	// Secrets are release objects like any other kind: a chart's Secret carries the managed
 	// label, and hand edits of it are set back. Release records and every other Secret carry
 	// none; records are watched through a cache of their metadata (ReleaseRecords), as are the
@@ -31,7 +32,7 @@ func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Sha
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(w.GroupVersionKind)
-		byObject[cr] = cache.ByObject{Label: customResourceSelector(w, s)}
+		byObject[cr] = cache.ByObject{Label: customResourceSelector(w.Watch, s)}
 		filters[w.GroupVersionKind] = CustomResources(s.ClaimedByOther)
 	}
 	opts := cache.Options{
@@ -47,12 +48,9 @@ func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Sha
 // selector takes (an invalid selector is reported when its reconciler is set up).
 func customResourceSelector(w watches.Watch, s shard.Shard) labels.Selector {
 	sel := s.Selector()
-	if w.Selector != nil {
-		if ws, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
-			if reqs, _ := ws.Requirements(); len(reqs) > 0 {
-				sel = sel.Add(reqs...)
-			}
-		}
+	if ws, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
+		reqs, _ := ws.Requirements()
+		sel = sel.Add(reqs...)
 	}
 	return sel
 }

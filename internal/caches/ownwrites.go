@@ -9,6 +9,7 @@
 package caches
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -100,15 +101,8 @@ func (r *OwnWrites) Wrote(name types.NamespacedName, resourceVersion string) {
 func (r *OwnWrites) OwnWrite(name types.NamespacedName, resourceVersion string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.writing[name] > 0 {
-		return true
-	}
-	for _, w := range r.writes[name] {
-		if w.resourceVersion == resourceVersion {
-			return true
-		}
-	}
-	return false
+	return r.writing[name] > 0 ||
+		slices.ContainsFunc(r.writes[name], func(w written) bool { return w.resourceVersion == resourceVersion })
 }
 
 // Len returns the number of entries held (expired ones are dropped first).

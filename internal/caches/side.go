@@ -73,7 +73,7 @@ func RolloutState(name string) Side {
 // Claims holds the custom resources that name shard s as their owner, to hand over those that
 // were relabelled for another shard.
 func Claims(s shard.Shard) Side {
-	return Side{Name: "shard claims", Label: s.OwnerSelector(), Transform: StripManagedFields}
+	return Side{Name: "shard claims", Label: labels.SelectorFromSet(labels.Set{shard.OwnerLabel: s.ID()}), Transform: StripManagedFields}
 }
 
 func mustParse(selector string) labels.Selector {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 
@@ -301,14 +302,7 @@ func Parse(raw []byte) (*Kind, error) {
 }
 
 // FieldNames returns the declared field names, sorted.
-func (s Status) FieldNames() []string {
-	names := make([]string, 0, len(s.Fields))
-	for n := range s.Fields {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (s Status) FieldNames() []string { return slices.Sorted(maps.Keys(s.Fields)) }
 
 // ConditionTypes returns the declared condition types and Ready, which every kind has.
 func (s Status) ConditionTypes() []string {

@@ -107,11 +107,9 @@ func checkPair(certPEM, keyPEM []byte, now time.Time) error {
 		return fmt.Errorf("%s and %s are not a PEM certificate and its private key: %w",
 			corev1.TLSCertKey, corev1.TLSPrivateKeyKey, err)
 	}
-	leaf := pair.Leaf
-	if leaf == nil {
-		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return fmt.Errorf("%s: %w", corev1.TLSCertKey, err)
-		}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("%s: %w", corev1.TLSCertKey, err)
 	}
 	switch {
 	case now.After(leaf.NotAfter):

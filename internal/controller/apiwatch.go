@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,8 +70,7 @@ type apiWatch struct {
 	queues *Queues
 	kinds  []capabilityReader
 
-	mu      sync.Mutex
-	pending *time.Timer
+	pending atomic.Bool // a refresh is scheduled
 }
 
 // Start implements manager.Runnable; it runs on the leader only.
@@ -80,34 +80,39 @@ func (a *apiWatch) Start(ctx context.Context) error {
 	for _, k := range a.kinds {
 		apiChanges().WithLabelValues(k.gvk.Kind).Add(0)
 	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(apiServiceGVK)
-	inf, err := a.cache.GetInformer(ctx, obj)
+	changed := func(any) { a.schedule(ctx) }
+	return runInformer(ctx, a.cache, apiServiceGVK, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
+	})
+}
+
+func (a *apiWatch) schedule(ctx context.Context) {
+	if a.pending.CompareAndSwap(false, true) {
+		time.AfterFunc(apiSettle, func() {
+			a.pending.Store(false)
+			a.refresh(ctx)
+		})
+	}
+}
+
+// runInformer has h handle the events of the metadata of gvk's objects in c until ctx ends.
+func runInformer(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind, h toolscache.ResourceEventHandler) error {
+	inf, err := c.GetInformer(ctx, metadataOf(gvk))
 	if err != nil {
 		return err
 	}
-	changed := func(any) { a.schedule(ctx) }
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
-	}); err != nil {
+	if _, err := inf.AddEventHandler(h); err != nil {
 		return err
 	}
 	<-ctx.Done()
 	return nil
 }
 
-func (a *apiWatch) schedule(ctx context.Context) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.pending != nil {
-		return
-	}
-	a.pending = time.AfterFunc(apiSettle, func() {
-		a.mu.Lock()
-		a.pending = nil
-		a.mu.Unlock()
-		a.refresh(ctx)
-	})
+// metadataOf is an empty object of gvk, as a metadata cache holds it.
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 func (a *apiWatch) refresh(ctx context.Context) {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -45,8 +46,6 @@ import (
 type Process struct {
 	// Unlock tells whether this process may be the only writer of a release.
 	Unlock actionclient.SoleWriter
-	// Own learns what the operator itself deletes and writes; the manager's event filters ask it.
-	Own *caches.OwnWrites
 	// ShardRunning tells whether a shard runs, from its Lease; nil without leader election.
 	ShardRunning shard.Liveness
 }
@@ -134,10 +133,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if err != nil {
 		return fmt.Errorf("creating the release record cache: %w", err)
 	}
-	own := p.Own
-	if own == nil {
-		own = caches.NewOwnWrites()
-	}
+	own := caches.NewOwnWrites()
 	sh := shared{queues: NewQueues(), own: own, absences: releasestore.NewAbsences(recordIndex{records})}
 	sh.watched.namespaces, sh.watched.secrets, sh.watched.records = namespaces, secrets, records
 	sh.helm.metrics, sh.helm.unlock = metrics, p.Unlock
@@ -162,19 +158,17 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if sh.remembered, err = defaultRemembered(); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	for _, s := range []RememberedStore{
-		{Map: "lookup_followers", Forget: func(k shard.Key) { sh.watched.lookups.Forget(renderinputs.CR(k)) }, Len: sh.watched.lookups.Following},
+	sh.remembered.Add([]RememberedStore{
+		{Map: "lookup_followers", Forget: sh.watched.lookups.Forget, Len: sh.watched.lookups.Following},
 		{Map: "release_states", Forget: func(k shard.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
 		{Map: "known_releases", Forget: func(k shard.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
 		// Entries that go with the write or the handover that made them.
 		{Map: "own_writes", Len: own.Len},
 		{Map: "shard_claims", Len: sh.sharding.claims.Len},
-	} {
-		sh.remembered.Add(s)
-	}
+	}...)
 	accounts := map[string]*tenancy.Accounts{}
 	for _, w := range ws {
-		name := serviceAccountFor(w, o)
+		name := ServiceAccountFor(w, o)
 		if name == "" || accounts[name] != nil {
 			continue
 		}
@@ -189,18 +183,18 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	}
 	var kinds []capabilityReader
 	for _, w := range ws {
-		k, err := setupOne(mgr, w, o, sh, accounts[serviceAccountFor(w, o)])
+		k, err := setupOne(mgr, w, o, sh, accounts[ServiceAccountFor(w, o)])
 		if err != nil {
 			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 		kinds = append(kinds, k)
 	}
-	return mgr.Add(&apiWatch{cache: sh.watched.lookups.Cache(), reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
+	return mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
 }
 
-// serviceAccountFor is the ServiceAccount the releases of w run as: its own, else the
+// ServiceAccountFor is the ServiceAccount the releases of w run as: its own, else the
 // operator's default; "" is the operator's identity.
-func serviceAccountFor(w watchesfile.Watch, o options.Options) string {
+func ServiceAccountFor(w watchesfile.Watch, o options.Options) string {
 	if w.ServiceAccountName != "" {
 		return w.ServiceAccountName
 	}
@@ -218,12 +212,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if !o.FastPaths.On(options.FastEmptyHistory) {
 		absences = nil
 	}
-	account := ""
-	if accounts != nil {
-		account = accounts.Name
-	}
-	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account,
-		releasestore.Driver(sh.own, absences), sh.own)
+	account := ServiceAccountFor(w, o) // the identity of accounts, when not nil
+	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account, releasestore.Driver(sh.own, absences))
 	if err != nil {
 		return capabilityReader{}, err
 	}
@@ -251,16 +241,14 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if o.FastPaths.On(options.FastDigests) {
 		digests = &actionclient.Digests{Lookups: sh.watched.lookups, Stamp: sh.sharding.shard.ManagedValue()}
 	}
-	var selector metav1.LabelSelector // empty: every resource of the kind
-	if w.Selector != nil {
-		selector = *w.Selector
-	}
+	selector := ptr.Deref(w.Selector, metav1.LabelSelector{}) // empty: every resource of the kind
 	var gate *rollout.Gate
+	var waves actionclient.WaveGate // nil without waves
 	if sh.helm.waves != nil {
 		if gate, err = newGate(mgr, w, o, sh, selector, statusReconciler, recorder); err != nil {
 			return capabilityReader{}, err
 		}
-		statusReconciler.Held = gate.Held
+		statusReconciler.Held, waves = gate.Held, gate
 	}
 
 	opts := []reconciler.Option{
@@ -283,7 +271,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithActionClientGetter(actionclient.New(actions, actionclient.Options{
 			Recorder: recorder, Metrics: sh.helm.metrics, Unlock: sh.helm.unlock,
 			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running,
-			Waves: waveGate(gate), Digests: digests, DryRunOption: w.DryRunOption,
+			Waves: waves, Digests: digests, DryRunOption: w.DryRunOption,
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
 		reconciler.WithInstallAnnotations(annotations.Install...),
@@ -325,13 +313,11 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			return capabilityReader{}, err
 		}
 	}
-	for _, s := range []RememberedStore{
+	sh.remembered.Add([]RememberedStore{
 		{Map: "status_generations", GVK: gvk, Forget: func(k shard.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
 		// Forgotten with the generations.
 		{Map: "status_manifests", GVK: gvk, Len: applied.Manifests.Size},
-	} {
-		sh.remembered.Add(s)
-	}
+	}...)
 	if digests != nil {
 		sh.remembered.Add(RememberedStore{Map: "release_digests", GVK: gvk, Forget: digests.Forget, Len: digests.Len})
 	}
@@ -344,10 +330,11 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 
 // HelmActions returns the Helm configuration of w's custom resources and their action clients,
 // as its reconciler uses them: actions run as the ServiceAccount account ("": the operator's
-// identity), store releases through storage, and reach only what w's reach allows. own learns
-// what they write and delete.
+// identity), store releases through storage, and reach only what w's reach allows. Failed
+// upgrades roll back with --force as the stock operators' do, unless the resource's
+// rollback-force annotation is false (RollbackChoice).
 func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, account string,
-	storage helmclient.ObjectToStorageDriverMapper, own *caches.OwnWrites) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
+	storage helmclient.ObjectToStorageDriverMapper) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
 	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(storage)}
 	if account != "" {
 		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenancy.Impersonating(account)))
@@ -361,25 +348,6 @@ func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, 
 		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating discovery client: %w", err)
 	}
 	configs := helmconfig.New(actionConfigGetter, dc, o.Shard.ManagedValue(), w.Reach)
-	actions, err := actionClients(configs)
-	return configs, actions, err
-}
-
-// CheckSecrets is the reader of the Secrets that the chart's checks (kind.yaml) read for
-// releases that run as the ServiceAccount account: as that ServiceAccount, so that a check learns
-// of a Secret no more than the release's own lookup may; direct (the operator's own identity)
-// when account is "".
-func CheckSecrets(cfg *rest.Config, direct chartapi.SecretReader, account string) (chartapi.SecretReader, error) {
-	if account == "" {
-		return direct, nil
-	}
-	return tenancy.NewSecretReader(cfg, account)
-}
-
-// actionClients returns the plugins' action client getter twice: failed upgrades roll back
-// with --force through the first (the stock default), without through the second
-// (rollback-force=false).
-func actionClients(configs helmclient.ActionConfigGetter) (actionclient.RollbackChoice, error) {
 	opts := []helmclient.ActionClientGetterOption{
 		// Helm's client-side OpenAPI validation downloads and parses the cluster's OpenAPI
 		// documents on every install and upgrade, most of the operator's CPU while a fleet
@@ -393,12 +361,23 @@ func actionClients(configs helmclient.ActionConfigGetter) (actionclient.Rollback
 	}
 	forced, err := helmclient.NewActionClientGetter(configs, opts...)
 	if err != nil {
-		return actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
+		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
 	}
 	unforced, err := helmclient.NewActionClientGetter(configs, append(opts,
 		helmclient.AppendUpgradeFailureRollbackOptions(func(r *action.Rollback) error { r.Force = false; return nil }))...)
 	if err != nil {
-		return actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
+		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
 	}
-	return actionclient.RollbackChoice{Forced: actionclient.ChartCopies(forced), Unforced: actionclient.ChartCopies(unforced)}, nil
+	return configs, actionclient.RollbackChoice{Forced: actionclient.ChartCopies(forced), Unforced: actionclient.ChartCopies(unforced)}, nil
+}
+
+// CheckSecrets is the reader of the Secrets that the chart's checks (kind.yaml) read for
+// releases that run as the ServiceAccount account: as that ServiceAccount, so that a check learns
+// of a Secret no more than the release's own lookup may; direct (the operator's own identity)
+// when account is "".
+func CheckSecrets(cfg *rest.Config, direct chartapi.SecretReader, account string) (chartapi.SecretReader, error) {
+	if account == "" {
+		return direct, nil
+	}
+	return tenancy.NewSecretReader(cfg, account)
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -28,7 +27,7 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 	if err != nil {
 		return nil, err
 	}
-	if err := c.IndexField(context.Background(), recordMetadata(), recordReleaseIndex, func(o client.Object) []string {
+	if err := c.IndexField(context.Background(), secretMetadata(), recordReleaseIndex, func(o client.Object) []string {
 		if release := o.GetLabels()[names.RecordNameLabel]; release != "" {
 			return []string{release}
 		}
@@ -41,13 +40,6 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 
 // recordReleaseIndex indexes the record cache by the release a record is of.
 const recordReleaseIndex = "release"
-
-// recordMetadata is an empty release record of the record cache.
-func recordMetadata() *metav1.PartialObjectMetadata {
-	record := &metav1.PartialObjectMetadata{}
-	record.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return record
-}
 
 // recordIndex is releasestore.RecordIndex over the record cache.
 type recordIndex struct{ records cache.Cache }
@@ -71,7 +63,7 @@ func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
 // set back at once. The operator's own record writes wake nothing.
 func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *caches.OwnWrites) reconciler.ControllerSetupFunc {
 	return func(ctrl reconciler.ControllerSetup) error {
-		return ctrl.Watch(source.Kind(records, client.Object(recordMetadata()), recordHandler{gvk: gvk, own: own}))
+		return ctrl.Watch(source.Kind(records, client.Object(secretMetadata()), recordHandler{gvk: gvk, own: own}))
 	}
 }
 
@@ -119,5 +111,3 @@ func (h recordHandler) enqueueOwner(record client.Object, q requestQueue) {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: record.GetNamespace(), Name: name}})
 	}
 }
-
-var _ handler.EventHandler = recordHandler{}

@@ -10,7 +10,8 @@
 package controller
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,10 +61,12 @@ var defaultRemembered = sync.OnceValues(func() (*Remembered, error) {
 
 // Add registers s, in place of a store of the same map and kind (that of a manager built
 // before, when the operator campaigns for leadership again).
-func (r *Remembered) Add(s RememberedStore) {
+func (r *Remembered) Add(stores ...RememberedStore) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stores[storeID{Map: s.Map, GVK: s.GVK}] = s
+	for _, s := range stores {
+		r.stores[storeID{Map: s.Map, GVK: s.GVK}] = s
+	}
 }
 
 // Forget drops k from every store that holds resources of its kind.
@@ -98,12 +101,7 @@ func (r *Remembered) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
 // Collect implements prometheus.Collector.
 func (r *Remembered) Collect(ch chan<- prometheus.Metric) {
 	sizes := r.Sizes()
-	names := make([]string, 0, len(sizes))
-	for n := range sizes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(sizes)) {
 		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(sizes[n]), n)
 	}
 }

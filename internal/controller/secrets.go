@@ -41,9 +41,7 @@ func WatchCheckedSecrets(secrets, crs cache.Cache, gvk schema.GroupVersionKind, 
 }
 
 func secretMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	return m
+	return metadataOf(corev1.SchemeGroupVersion.WithKind("Secret"))
 }
 
 func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, paths []string, secret client.Object) []reconcile.Request {

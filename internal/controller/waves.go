@@ -102,30 +102,12 @@ type resumeWatch struct {
 
 // Start implements manager.Runnable; it runs on the leader only, with the gate.
 func (r resumeWatch) Start(ctx context.Context) error {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	inf, err := r.cache.GetInformer(ctx, obj)
-	if err != nil {
-		return err
-	}
 	request := func(o any) {
 		if m, ok := o.(*metav1.PartialObjectMetadata); ok {
 			r.gate.RequestResume(m.Annotations[rollout.ResumeAnnotation])
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	return runInformer(ctx, r.cache, corev1.SchemeGroupVersion.WithKind("ConfigMap"), toolscache.ResourceEventHandlerFuncs{
 		AddFunc: request, UpdateFunc: func(_, o any) { request(o) },
-	}); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return nil
-}
-
-// waveGate is gate as the action-client stack takes it: nil when there is none.
-func waveGate(gate *rollout.Gate) actionclient.WaveGate {
-	if gate == nil {
-		return nil
-	}
-	return gate
+	})
 }

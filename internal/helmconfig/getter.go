@@ -24,8 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -127,12 +125,12 @@ func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*actio
 	}
 	// What the templates look up is recorded, for the digest of the rendering's inputs, and
 	// refused outside the release's reach.
-	if rec := renderinputs.InstallRecorder(cfg); rec != nil {
+	if cfg.RESTClientGetter != nil {
 		mapper, err := cfg.RESTClientGetter.ToRESTMapper()
 		if err != nil {
 			return nil, err
 		}
-		rec.Guard(lookupGuard(g.reach, releaseNS, mapper))
+		renderinputs.InstallRecorder(cfg, lookupGuard(g.reach, releaseNS, mapper))
 	}
 	return cfg, nil
 }
@@ -168,9 +166,7 @@ func (g *Getter) Refresh() (bool, error) {
 	if err := g.learnLocked(); err != nil {
 		return false, err
 	}
-	apis := slices.Clone(g.caps.APIVersions)
-	slices.Sort(apis)
-	seen := g.caps.KubeVersion.Version + "\x00" + strings.Join(apis, "\x00")
+	seen := renderinputs.CapabilitiesDigestInput(g.caps, renderinputs.CapabilityUse{KubeVersion: true, APIVersions: true})
 	changed := g.refreshed != "" && seen != g.refreshed
 	g.refreshed = seen
 	return changed, nil

@@ -9,6 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/resource"
 
 	"github.com/example/myproxy-operator/internal/names"
@@ -96,12 +97,7 @@ func label(objs kube.ResourceList, value string) error {
 		if err != nil {
 			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
 		}
-		l := m.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		l[names.ManagedLabel] = value
-		m.SetLabels(l)
+		m.SetLabels(labels.Merge(m.GetLabels(), labels.Set{names.ManagedLabel: value}))
 		return nil
 	})
 }

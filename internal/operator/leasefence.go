@@ -31,21 +31,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// fencedWrites counts the writes refused because this replica may no longer lead; registered
-// once per process (the operator builds a new manager, and fence, when it campaigns again).
-var fencedWrites = sync.OnceValue(func() prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "myproxy_operator_fenced_writes_total",
-		Help: "Writes to the apiserver refused because this replica's leader Lease may have passed to another.",
-	})
-	crmetrics.Registry.MustRegister(c)
-	return c
-})
+// fencedWrites counts the writes refused because this replica may no longer lead.
+var fencedWrites = onceCounter("myproxy_operator_fenced_writes_total",
+	"Writes to the apiserver refused because this replica's leader Lease may have passed to another.")
 
 // Fence is a leader election lock that knows whether this replica may still act as the leader.
 type Fence struct {

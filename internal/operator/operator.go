@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -39,15 +38,19 @@ import (
 const errLeaderElectionLost = "leader election lost"
 
 // leasesLost counts the managers stopped because they lost the leader Lease, each followed by a
-// new campaign; registered once per process, as the managers come and go.
-var leasesLost = sync.OnceValue(func() prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "myproxy_operator_leader_leases_lost_total",
-		Help: "Times this process lost the leader Lease (apiserver unreachable, or the process paused) and campaigned again.",
+// new campaign.
+var leasesLost = onceCounter("myproxy_operator_leader_leases_lost_total",
+	"Times this process lost the leader Lease (apiserver unreachable, or the process paused) and campaigned again.")
+
+// onceCounter is a counter registered at its first use, once per process: the operator builds
+// a new manager (and fence) when it campaigns again, and a registry refuses a second registration.
+func onceCounter(name, help string) func() prometheus.Counter {
+	return sync.OnceValue(func() prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		crmetrics.Registry.MustRegister(c)
+		return c
 	})
-	crmetrics.Registry.MustRegister(c)
-	return c
-})
+}
 
 // Run runs the operator until ctx ends (SIGTERM).
 //
@@ -96,21 +99,15 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err != nil {
 		return nil, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
 	}
-	ws := make([]watches.Watch, len(entries))
-	for i, e := range entries {
-		ws[i] = e.Watch
-	}
 
 	metrics := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.MetricsSecure}
 	if o.MetricsSecure {
 		// Only callers that the apiserver authenticates and authorises (get on /metrics) may scrape.
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	leaseDuration, renewDeadline, retryPeriod := o.LeaseDuration, o.RenewDeadline, o.RetryPeriod
 	var fencedLock resourcelock.Interface // nil without leader election
 	var leaseNamespace string             // of every shard's Lease; "" without leader election
 	writer := actionclient.SoleWriter{PendingAfter: o.UnlockPendingAfter}
-	own := caches.NewOwnWrites()
 	events := &managerEvents{}
 	if o.LeaderElect {
 		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{
@@ -131,16 +128,16 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		// The lock knows the namespace it resolved (the flag, or the Pod's own).
 		leaseNamespace, _, _ = strings.Cut(lock.Describe(), "/")
 	}
-	cacheOpts, newCache := caches.Manager(ws, namespaces, o.Shard)
+	cacheOpts, newCache := caches.Manager(entries, namespaces, o.Shard)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
 		HealthProbeBindAddress:              o.HealthProbeBindAddress,
 		PprofBindAddress:                    o.PprofBindAddress,
 		LeaderElection:                      o.LeaderElect,
 		LeaderElectionResourceLockInterface: fencedLock,
-		LeaseDuration:                       &leaseDuration,
-		RenewDeadline:                       &renewDeadline,
-		RetryPeriod:                         &retryPeriod,
+		LeaseDuration:                       &o.LeaseDuration,
+		RenewDeadline:                       &o.RenewDeadline,
+		RetryPeriod:                         &o.RetryPeriod,
 		LeaderElectionReleaseOnCancel:       true, // hand over at once on SIGTERM
 		GracefulShutdownTimeout:             &o.GracefulShutdownTimeout,
 		// Controller names are unique per process; a manager built to campaign again reuses them.
@@ -162,7 +159,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	p := controller.Process{Unlock: writer, Own: own}
+	p := controller.Process{Unlock: writer}
 	if leaseNamespace != "" && o.Shard.Sharded() {
 		p.ShardRunning = shard.LeaseLiveness(mgr.GetAPIReader(), leaseNamespace, o.LeaderElectionID, time.Now)
 	}

@@ -41,25 +41,20 @@ func (f *FastPaths) String() string {
 
 // Set parses true, false or a list of names.
 func (f *FastPaths) Set(v string) error {
+	*f = FastPaths{}
 	switch v {
 	case "true":
 		*f = slices.Clone(AllFastPaths)
-		return nil
 	case "false", "":
-		*f = FastPaths{}
-		return nil
-	}
-	var out FastPaths
-	for _, name := range strings.Split(v, ",") {
-		name = strings.TrimSpace(name)
-		if !slices.Contains(AllFastPaths, name) {
-			return fmt.Errorf("unknown fast path %q: true, false, or a list of %s", name, strings.Join(AllFastPaths, ", "))
-		}
-		if !out.On(name) {
-			out = append(out, name)
+	default:
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); !slices.Contains(AllFastPaths, name) {
+				return fmt.Errorf("unknown fast path %q: true, false, or a list of %s", name, strings.Join(AllFastPaths, ", "))
+			} else if !f.On(name) {
+				*f = append(*f, name)
+			}
 		}
 	}
-	*f = out
 	return nil
 }
 

@@ -189,14 +189,12 @@ func (o *Options) Validate() error {
 func WatchNamespaces(value string) map[string]cache.Config {
 	var namespaces map[string]cache.Config
 	for _, ns := range strings.Split(value, ",") {
-		ns = strings.TrimSpace(ns)
-		if ns == "" {
-			continue
+		if ns = strings.TrimSpace(ns); ns != "" {
+			if namespaces == nil {
+				namespaces = map[string]cache.Config{}
+			}
+			namespaces[ns] = cache.Config{}
 		}
-		if namespaces == nil {
-			namespaces = map[string]cache.Config{}
-		}
-		namespaces[ns] = cache.Config{}
 	}
 	return namespaces
 }

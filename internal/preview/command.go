@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/example/myproxy-operator/internal/annotations"
-	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/options"
@@ -124,15 +124,11 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		return Report{}, err
 	}
 	silent := &record.FakeRecorder{} // the checks record Events; a preview writes none
-	own := caches.NewOwnWrites()
 	var kinds []Kind
 	for _, w := range entries {
-		account := w.ServiceAccountName
-		if account == "" {
-			account = o.DefaultServiceAccount
-		}
+		account := controller.ServiceAccountFor(w, o)
 		// A dry run stores nothing: the storage is Helm's own encoding, which the operator reads too.
-		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(own, nil), own)
+		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(nil, nil))
 		if err != nil {
 			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -149,11 +145,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 				silent, o.MinReconcilePeriod).Translate,
 			Actions: actions.Unforced, DryRunOption: w.DryRunOption, Account: account})
 	}
-	var namespaces []string
-	for ns := range options.WatchNamespacesFromEnv() {
-		namespaces = append(namespaces, ns)
-	}
-	slices.Sort(namespaces)
+	namespaces := slices.Sorted(maps.Keys(options.WatchNamespacesFromEnv()))
 	writers := map[string]client.Writer{} // by user: one connection per namespace and ServiceAccount
 	as := func(namespace, account string) (client.Writer, error) {
 		user := tenancy.Username(namespace, account)

@@ -10,6 +10,7 @@
 package preview
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +19,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -34,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/example/myproxy-operator/internal/status"
 )
 
 // Outcome is what the new chart would do to one release.
@@ -192,10 +195,7 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return refused(fmt.Errorf("reading the release: %w", err))
 	}
-	dryRun := k.DryRunOption
-	if dryRun == "" {
-		dryRun = "server"
-	}
+	dryRun := cmp.Or(k.DryRunOption, "server")
 	var rendered *release.Release
 	if current == nil {
 		rendered, err = ac.Install(cr.GetName(), cr.GetNamespace(), k.Chart, vals, func(i *action.Install) error {
@@ -226,14 +226,9 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		rel.Message = "the release is " + current.Info.Status.String() + ": the operator will upgrade it"
 		rel.Outcome = Changed
 	}
-	keys := slices.Collect(maps.Keys(after))
-	for k := range before {
-		if _, ok := after[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
+	keys := slices.Concat(slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(after)))
 	slices.Sort(keys)
-	for _, key := range keys {
+	for _, key := range slices.Compact(keys) {
 		obj := p.object(ctx, w, before[key], after[key])
 		if obj == nil {
 			continue
@@ -356,12 +351,12 @@ func (p Previewer) object(ctx context.Context, w client.Writer, before, after *u
 		change = "created"
 	case after == nil:
 		subject, change = before, "deleted"
-	case equal(before, after):
+	case gocmp.Equal(before.Object, after.Object):
 		return nil
 	}
 	o := describe(subject, change)
 	if p.Diff && before != nil && after != nil {
-		o.Diff = cmp.Diff(before.Object, after.Object)
+		o.Diff = gocmp.Diff(before.Object, after.Object)
 	}
 	if err := dryRun(ctx, w, change, subject); err != nil {
 		o.Refused = err.Error()
@@ -409,19 +404,10 @@ func (p Previewer) objects(manifest, namespace string) (map[string]*unstructured
 		if len(u.Object) == 0 {
 			continue
 		}
-		if u.GetNamespace() == "" && p.namespaced(u.GroupVersionKind()) {
+		if u.GetNamespace() == "" && status.Namespaced(p.Mapper)(u.GroupVersionKind()) {
 			u.SetNamespace(namespace)
 		}
 		out[u.GroupVersionKind().String()+" "+u.GetNamespace()+"/"+u.GetName()] = u
 	}
 	return out, nil
 }
-
-// namespaced tells whether a kind is namespaced; a kind the mapper does not know is taken as
-// namespaced (its dry run then says what the apiserver makes of it).
-func (p Previewer) namespaced(gvk schema.GroupVersionKind) bool {
-	m, err := p.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
-}
-
-func equal(a, b *unstructured.Unstructured) bool { return cmp.Equal(a.Object, b.Object) }

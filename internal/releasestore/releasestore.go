@@ -74,26 +74,23 @@ func (v *versioned) remember(secrets ...corev1.Secret) {
 	}
 }
 
-// writing tells the registry a write of the record is being sent; done must follow with its
-// outcome (nil on failure).
-func (v *versioned) writing(name string) (done func(*corev1.Secret)) {
-	if v.own == nil {
-		return func(s *corev1.Secret) {
-			if s != nil {
-				v.remember(*s)
-			}
-		}
-	}
+// write sends a write of the record, telling the registry of own writes that it is on the wire
+// and, after, the resourceVersion it left (none when it failed).
+func (v *versioned) write(name string, send func() (*corev1.Secret, error)) (*corev1.Secret, error) {
 	key := types.NamespacedName{Namespace: v.namespace, Name: name}
-	v.own.Writing(key)
-	return func(s *corev1.Secret) {
-		rv := ""
-		if s != nil {
-			v.remember(*s)
-			rv = s.ResourceVersion
-		}
+	if v.own != nil {
+		v.own.Writing(key)
+	}
+	out, err := send()
+	rv := ""
+	if err == nil {
+		v.remember(*out)
+		rv = out.ResourceVersion
+	}
+	if v.own != nil {
 		v.own.Wrote(key, rv)
 	}
+	return out, err
 }
 
 func (v *versioned) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error) {
@@ -113,14 +110,7 @@ func (v *versioned) List(ctx context.Context, opts metav1.ListOptions) (*corev1.
 }
 
 func (v *versioned) Create(ctx context.Context, s *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error) {
-	done := v.writing(s.Name)
-	out, err := v.SecretInterface.Create(ctx, s, opts)
-	if err != nil {
-		done(nil)
-	} else {
-		done(out)
-	}
-	return out, err
+	return v.write(s.Name, func() (*corev1.Secret, error) { return v.SecretInterface.Create(ctx, s, opts) })
 }
 
 func (v *versioned) Update(ctx context.Context, s *corev1.Secret, opts metav1.UpdateOptions) (*corev1.Secret, error) {
@@ -131,14 +121,7 @@ func (v *versioned) Update(ctx context.Context, s *corev1.Secret, opts metav1.Up
 		s = s.DeepCopy()
 		s.ResourceVersion = seen.resourceVersion
 	}
-	done := v.writing(s.Name)
-	out, err := v.SecretInterface.Update(ctx, s, opts)
-	if err != nil {
-		done(nil)
-	} else {
-		done(out)
-	}
-	return out, err
+	return v.write(s.Name, func() (*corev1.Secret, error) { return v.SecretInterface.Update(ctx, s, opts) })
 }
 
 // Delete deletes the record only as it was last seen: a record that changed since (written by

@@ -175,16 +175,10 @@ func CapabilitiesDigestInput(caps *chartutil.Capabilities, use CapabilityUse) st
 	}
 	if use.APIVersions {
 		b.WriteString("apis\x00")
-		for _, v := range sortedCopy(caps.APIVersions) {
+		for _, v := range slices.Sorted(slices.Values(caps.APIVersions)) {
 			b.WriteString(v)
 			b.WriteByte(0)
 		}
 	}
 	return b.String()
-}
-
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
 }

@@ -2,6 +2,7 @@ package renderinputs
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -32,25 +33,6 @@ type Recorder struct {
 	guard  func(Read) error
 }
 
-// Guard has every read checked by f before it is sent: a read f refuses is not sent, and the
-// template's lookup fails with f's error (nil f: every read is sent).
-func (r *Recorder) Guard(f func(Read) error) {
-	r.mu.Lock()
-	r.guard = f
-	r.mu.Unlock()
-}
-
-// check runs the guard on rd.
-func (r *Recorder) check(rd Read) error {
-	r.mu.Lock()
-	guard := r.guard
-	r.mu.Unlock()
-	if guard == nil {
-		return nil
-	}
-	return guard(rd)
-}
-
 // OnRead calls f, with the number of distinct reads so far, after each read (nil: nobody).
 // It runs on the rendering's goroutine, before the rendering goes on.
 func (r *Recorder) OnRead(f func(n int)) {
@@ -70,12 +52,7 @@ func (r *Recorder) Start() {
 func (r *Recorder) Reads() []Read {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Read, 0, len(r.reads))
-	for _, rd := range r.reads {
-		out = append(out, rd)
-	}
-	slices.SortFunc(out, func(a, b Read) int { return strings.Compare(a.Key(), b.Key()) })
-	return out
+	return slices.SortedFunc(maps.Values(r.reads), func(a, b Read) int { return strings.Compare(a.Key(), b.Key()) })
 }
 
 func (r *Recorder) add(rd Read) {
@@ -102,16 +79,14 @@ func RecorderOf(cfg *action.Configuration) *Recorder {
 }
 
 // InstallRecorder makes every object read by cfg's template engine (Helm's `lookup`) land in a
-// new Recorder. Helm builds its lookup clients from the REST config of cfg.RESTClientGetter,
-// which nothing else of an install or upgrade uses to read objects: the kube client was built
-// before, from the getter it keeps.
-func InstallRecorder(cfg *action.Configuration) *Recorder {
-	if cfg.RESTClientGetter == nil {
-		return nil
+// new Recorder, after guard (nil: none) has checked it: a read guard refuses is not sent, and the
+// template's lookup fails with guard's error. Helm builds its lookup clients from the REST config
+// of cfg.RESTClientGetter, which nothing else of an install or upgrade uses to read objects: the
+// kube client was built before, from the getter it keeps.
+func InstallRecorder(cfg *action.Configuration, guard func(Read) error) {
+	if cfg.RESTClientGetter != nil {
+		cfg.RESTClientGetter = &recordingGetter{RESTClientGetter: cfg.RESTClientGetter, recorder: &Recorder{guard: guard}}
 	}
-	g := &recordingGetter{RESTClientGetter: cfg.RESTClientGetter, recorder: &Recorder{}}
-	cfg.RESTClientGetter = g
-	return g.recorder
 }
 
 type recordingGetter struct {
@@ -138,8 +113,8 @@ type recordingTransport struct {
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rd, ok := ParsePath(req.URL.Path)
-	if ok {
-		if err := t.recorder.check(rd); err != nil {
+	if ok && t.recorder.guard != nil {
+		if err := t.recorder.guard(rd); err != nil {
 			return nil, err
 		}
 	}

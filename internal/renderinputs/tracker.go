@@ -9,16 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // CR names a custom resource whose renderings the Tracker follows.
-type CR struct {
-	GVK schema.GroupVersionKind
-	types.NamespacedName
-}
+type CR = shard.Key
 
 // Tracker watches the metadata of the objects that renderings looked up and wakes the custom
 // resources whose rendering read an object that changed, so that they are rendered again.
@@ -162,7 +160,3 @@ func (t *Tracker) changed(gvr schema.GroupVersionResource, obj any) {
 		t.wake(cr)
 	}
 }
-
-// Cache is the Tracker's metadata cache (identity only, every label), for other watches of
-// cluster facts that need nothing more.
-func (t *Tracker) Cache() cache.Cache { return t.cache }

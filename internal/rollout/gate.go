@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -57,17 +58,11 @@ type Gate struct {
 // waiting to be Ready, and timeouts are checked.
 const pollInterval = 2 * time.Second
 
-func (g *Gate) init() {
-	if g.held == nil {
-		g.held = map[types.NamespacedName]labels.Set{}
-		g.seen = map[types.NamespacedName]bool{}
-		g.kick = make(chan struct{}, 1)
-		g.pollEvery = pollInterval
-	}
-}
-
 // NewGate returns a gate; set its fields before the manager starts it.
-func NewGate() *Gate { g := &Gate{}; g.init(); return g }
+func NewGate() *Gate {
+	return &Gate{held: map[types.NamespacedName]labels.Set{}, seen: map[types.NamespacedName]bool{},
+		kick: make(chan struct{}, 1), pollEvery: pollInterval}
+}
 
 func memberKey(key types.NamespacedName) string { return key.Namespace + "/" + key.Name }
 
@@ -155,11 +150,7 @@ func (g *Gate) Held(key types.NamespacedName) (string, bool) {
 	if g.state.Halted == "" {
 		return "", false
 	}
-	_, held := g.held[key]
-	if m, ok := g.state.Members[memberKey(key)]; ok && m.Phase == PhaseAdmitted {
-		held = true
-	}
-	if !held {
+	if _, held := g.held[key]; !held && g.state.Members[memberKey(key)].Phase != PhaseAdmitted {
 		return "", false
 	}
 	return fmt.Sprintf("this release stays on the chart it has: the rollout of chart %.12s %s; a new chart restarts "+
@@ -172,9 +163,7 @@ func (g *Gate) Forget(key types.NamespacedName) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.held, key)
-	if g.seen != nil {
-		delete(g.seen, key)
-	}
+	delete(g.seen, key)
 	if _, ok := g.state.Members[memberKey(key)]; ok {
 		delete(g.state.Members, memberKey(key))
 		g.dirty = true
@@ -194,11 +183,7 @@ func (g *Gate) NeedLeaderElection() bool { return true }
 // Start loads the rollout's state and advances it until ctx ends.
 func (g *Gate) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithValues("kind", g.Kind)
-	for {
-		err := g.load(ctx)
-		if err == nil {
-			break
-		}
+	for err := g.load(ctx); err != nil; err = g.load(ctx) {
 		log.Error(err, "cannot read the rollout state; chart upgrades wait")
 		select {
 		case <-ctx.Done():
@@ -229,10 +214,7 @@ func (g *Gate) load(ctx context.Context) error {
 		return err
 	}
 	g.mu.Lock()
-	waited := make([]types.NamespacedName, 0, len(g.held))
-	for k := range g.held {
-		waited = append(waited, k)
-	}
+	waited := slices.Collect(maps.Keys(g.held))
 	defer func() {
 		for _, k := range waited {
 			g.Wake(k)
@@ -286,15 +268,13 @@ func (g *Gate) step(ctx context.Context) error {
 	var st State
 	dirty := g.dirty && (len(wake) > 0 || len(halted) > 0 || resumeHandled || poll)
 	if dirty {
-		st = g.snapshot()
+		g.dirty, st = false, g.state // saved as it is now
+		st.Members = maps.Clone(g.state.Members)
 	}
 	if dirty || poll {
 		g.Metrics.set(g.Kind, g.state, len(g.held))
 	}
-	held := make([]types.NamespacedName, 0, len(g.held))
-	for k := range g.held {
-		held = append(held, k)
-	}
+	held := slices.Collect(maps.Keys(g.held))
 	g.mu.Unlock()
 
 	if dirty {
@@ -311,10 +291,14 @@ func (g *Gate) step(ctx context.Context) error {
 		g.Wake(key)
 	}
 	if len(halted) > 0 {
-		g.reportHalt(ctx, st, halted, held)
+		g.report(ctx, st, halted, held, corev1.EventTypeWarning, names.ReasonRolloutHalted,
+			fmt.Sprintf("the rollout of chart %.12s %s", st.Target, st.Halted))
+		logf.FromContext(ctx).Info("rollout halted", "kind", g.Kind, "why", st.Halted, "held", len(held))
 	}
 	if len(resumed) > 0 {
-		g.reportResume(ctx, st, resumed, held)
+		g.report(ctx, st, resumed, held, corev1.EventTypeNormal, names.ReasonRolloutResumed,
+			fmt.Sprintf("the rollout of chart %.12s resumed on request %q: this release is admitted again", st.Target, st.Resumed))
+		logf.FromContext(ctx).Info("rollout resumed", "kind", g.Kind, "request", st.Resumed, "admitted again", len(resumed))
 	}
 	return nil
 }
@@ -396,12 +380,12 @@ func (g *Gate) judge(verdicts map[types.NamespacedName]string, now time.Time) {
 		switch {
 		case why == "":
 			g.setPhase(key, m, PhaseReady, "")
-		case now.Sub(since(m)) > g.Settings.Timeout:
+		case now.Sub(m.Since.Time) > g.Settings.Timeout:
 			g.setPhase(key, m, PhaseFailed, fmt.Sprintf("not Ready within %s: %s", g.Settings.Timeout, why))
 		}
 	}
 	for k, m := range g.state.Members {
-		if m.Phase == PhaseAdmitted && g.state.Halted == "" && now.Sub(since(m)) > g.Settings.Timeout {
+		if m.Phase == PhaseAdmitted && g.state.Halted == "" && now.Sub(m.Since.Time) > g.Settings.Timeout {
 			g.setPhase(keyOf(k), m, PhaseFailed, fmt.Sprintf("not upgraded within %s (see its conditions)", g.Settings.Timeout))
 		}
 	}
@@ -409,41 +393,30 @@ func (g *Gate) judge(verdicts map[types.NamespacedName]string, now time.Time) {
 
 // haltPastBudget halts the rollout when more releases failed than it tolerates, and returns
 // the failed ones then.
-func (g *Gate) haltPastBudget() []string {
+func (g *Gate) haltPastBudget() []types.NamespacedName {
 	if g.state.Halted != "" {
 		return nil
 	}
-	failed := g.failed()
+	var keys []types.NamespacedName
+	var failed []string // with why, in name order
+	for k, m := range g.state.Members {
+		if m.Phase == PhaseFailed {
+			keys, failed = append(keys, keyOf(k)), append(failed, k+": "+m.Message)
+		}
+	}
 	if len(failed) <= g.Settings.MaxFailures {
 		return nil
 	}
+	sort.Strings(failed)
 	g.state.Halted = fmt.Sprintf("halted: %d release(s) failed, %d tolerated: %s", len(failed),
 		g.Settings.MaxFailures, strings.Join(failed, "; "))
 	g.dirty = true
-	var out []string
-	for k, m := range g.state.Members {
-		if m.Phase == PhaseFailed {
-			out = append(out, k)
-		}
-	}
-	return out
+	return keys
 }
 
 func keyOf(member string) types.NamespacedName {
 	ns, name, _ := strings.Cut(member, "/")
 	return types.NamespacedName{Namespace: ns, Name: name}
-}
-
-// failed lists the failed members, with why, in name order.
-func (g *Gate) failed() []string {
-	var out []string
-	for k, m := range g.state.Members {
-		if m.Phase == PhaseFailed {
-			out = append(out, k+": "+m.Message)
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // waveDone reports whether every release of the last wave is judged.
@@ -512,61 +485,19 @@ func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName
 	return chosen, nil
 }
 
-// snapshot copies the state to save, and takes it as saved.
-func (g *Gate) snapshot() State {
-	g.dirty = false
-	st := g.state
-	st.Members = make(map[string]Member, len(g.state.Members))
-	for k, m := range g.state.Members {
-		st.Members[k] = m
-	}
-	return st
-}
-
-// reportHalt records a Warning Event on each failed release's resource and has every held
-// resource's status say why it waits.
-func (g *Gate) reportHalt(ctx context.Context, st State, failed []string, held []types.NamespacedName) {
-	fleet := g.fleetByKey(ctx)
-	for _, k := range failed {
-		if o := fleet[keyOf(k)]; o != nil && g.Recorder != nil {
-			g.Recorder.Eventf(o, corev1.EventTypeWarning, names.ReasonRolloutHalted, "the rollout of chart %.12s %s", st.Target, st.Halted)
-		}
-	}
-	logf.FromContext(ctx).Info("rollout halted", "kind", g.Kind, "why", st.Halted, "held", len(held))
-	g.nudgeWaiting(st, held)
-}
-
-// reportResume records a Normal Event on each release admitted again and has every resource
-// that the halt held write its status again: its RolloutHeld condition goes.
-func (g *Gate) reportResume(ctx context.Context, st State, again, held []types.NamespacedName) {
-	fleet := g.fleetByKey(ctx)
-	for _, k := range again {
-		if o := fleet[k]; o != nil && g.Recorder != nil {
-			g.Recorder.Eventf(o, corev1.EventTypeNormal, names.ReasonRolloutResumed,
-				"the rollout of chart %.12s resumed on request %q: this release is admitted again", st.Target, st.Resumed)
-		}
-	}
-	logf.FromContext(ctx).Info("rollout resumed", "kind", g.Kind, "request", st.Resumed, "admitted again", len(again))
-	g.nudgeWaiting(st, held)
-}
-
-// fleetByKey is the fleet's resources by key, for the Events of a report; a failure to list
-// them loses only the Events.
-func (g *Gate) fleetByKey(ctx context.Context) map[types.NamespacedName]client.Object {
+// report records an Event on the resource of each release in keys and has every resource whose
+// RolloutHeld condition a halt sets or clears (the held ones, and those admitted but not
+// upgraded) write its status again. A failure to list the fleet loses only the Events.
+func (g *Gate) report(ctx context.Context, st State, keys, held []types.NamespacedName, eventType, reason, message string) {
 	fleet, err := g.Fleet(ctx)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "cannot list the fleet to report on the rollout", "kind", g.Kind)
 	}
-	byKey := make(map[types.NamespacedName]client.Object, len(fleet))
 	for _, o := range fleet {
-		byKey[client.ObjectKeyFromObject(o)] = o
+		if slices.Contains(keys, client.ObjectKeyFromObject(o)) && g.Recorder != nil {
+			g.Recorder.Event(o, eventType, reason, message)
+		}
 	}
-	return byKey
-}
-
-// nudgeWaiting has every resource whose RolloutHeld condition a halt sets or clears (the held
-// ones, and those admitted but not upgraded) write its status again.
-func (g *Gate) nudgeWaiting(st State, held []types.NamespacedName) {
 	for _, key := range held {
 		g.Nudge(key)
 	}

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 )
 
 // Key is the watches.yaml key of a watch's rollout policy.
@@ -70,19 +71,13 @@ func (p Policy) Check() error {
 			return fmt.Errorf("canarySelector: %w", err)
 		}
 	}
-	return Defaults{Canaries: deref(p.Canaries, 1), Growth: deref(p.Growth, 2), Timeout: time.Minute,
-		MaxFailures: deref(p.MaxFailures, 0)}.check(p.Timeout)
+	return Defaults{Canaries: ptr.Deref(p.Canaries, 1), Growth: ptr.Deref(p.Growth, 2),
+		Timeout: ptr.Deref(p.Timeout, metav1.Duration{Duration: time.Minute}).Duration, MaxFailures: ptr.Deref(p.MaxFailures, 0)}.Check()
 }
 
 // Check reports defaults that cannot be used.
-func (d Defaults) Check() error { return d.check(nil) }
-
-func (d Defaults) check(timeout *metav1.Duration) error {
-	t := d.Timeout
-	if timeout != nil {
-		t = timeout.Duration
-	}
-	switch {
+func (d Defaults) Check() error {
+	switch t := d.Timeout; {
 	case d.Canaries < 1:
 		return fmt.Errorf("canaries must be at least 1, got %d", d.Canaries)
 	case d.Growth < 1:
@@ -97,20 +92,10 @@ func (d Defaults) check(timeout *metav1.Duration) error {
 
 // Merge returns p with unset fields taken from d; p must have passed Check.
 func (p Policy) Merge(d Defaults) Settings {
-	s := Settings{Canaries: deref(p.Canaries, d.Canaries), Growth: deref(p.Growth, d.Growth),
-		Timeout: d.Timeout, MaxFailures: deref(p.MaxFailures, d.MaxFailures)}
-	if p.Timeout != nil {
-		s.Timeout = p.Timeout.Duration
-	}
+	s := Settings{Canaries: ptr.Deref(p.Canaries, d.Canaries), Growth: ptr.Deref(p.Growth, d.Growth),
+		Timeout: ptr.Deref(p.Timeout, metav1.Duration{Duration: d.Timeout}).Duration, MaxFailures: ptr.Deref(p.MaxFailures, d.MaxFailures)}
 	if p.CanarySelector != nil {
 		s.CanarySelector, _ = metav1.LabelSelectorAsSelector(p.CanarySelector)
 	}
 	return s
-}
-
-func deref(p *int, d int) int {
-	if p == nil {
-		return d
-	}
-	return *p
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,4 +126,3 @@ func (s Store) Save(ctx context.Context, st State) error {
 }
 
 // since returns the time a member entered its phase.
-func since(m Member) time.Time { return m.Since.Time }

@@ -76,9 +76,7 @@ func (h *Handover) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !h.Claims.Release(key) {
 		return ctrl.Result{RequeueAfter: handoverRetry}, nil
 	}
-	l := obj.GetLabels()
-	delete(l, OwnerLabel)
-	obj.SetLabels(l)
+	unstructured.RemoveNestedField(obj.Object, "metadata", "labels", OwnerLabel)
 	// The resource version read is the precondition: a concurrent change makes this retry.
 	if err := h.Writer.Update(ctx, obj); err != nil {
 		h.Claims.Reclaim(key)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -25,10 +24,7 @@ func LeaseLiveness(r client.Reader, namespace, base string, now func() time.Time
 		lease := &coordinationv1.Lease{}
 		key := client.ObjectKey{Namespace: namespace, Name: Shard{Name: id}.LeaseName(base)}
 		if err := r.Get(ctx, key, lease); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, err
+			return false, client.IgnoreNotFound(err)
 		}
 		return held(lease, now()), nil
 	}

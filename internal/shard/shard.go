@@ -81,13 +81,11 @@ func (s Shard) Selector() labels.Selector {
 	if !s.Sharded() {
 		return labels.Everything()
 	}
-	var req *labels.Requirement
-	var err error
+	op, values := selection.NotIn, s.Fleet
 	if s.Name != "" {
-		req, err = labels.NewRequirement(Label, selection.Equals, []string{s.Name})
-	} else {
-		req, err = labels.NewRequirement(Label, selection.NotIn, s.Fleet)
+		op, values = selection.Equals, []string{s.Name}
 	}
+	req, err := labels.NewRequirement(Label, op, values)
 	if err != nil { // names are validated
 		panic(err)
 	}
@@ -124,9 +122,4 @@ func (s Shard) ClaimedByOther(obj client.Object) bool {
 	}
 	o := Owner(obj)
 	return o != "" && o != s.ID() && s.InFleet(o)
-}
-
-// OwnerSelector selects the custom resources that name this shard in their claim.
-func (s Shard) OwnerSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{OwnerLabel: s.ID()})
 }

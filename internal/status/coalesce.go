@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -38,5 +37,3 @@ func (c coalescing) Generic(ctx context.Context, e event.GenericEvent, q request
 type delayed struct{ requestQueue }
 
 func (d delayed) Add(r reconcile.Request) { d.AddAfter(r, coalesceDelay) }
-
-var _ handler.TypedEventHandler[client.Object, reconcile.Request] = coalescing{}

@@ -42,7 +42,7 @@ func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) 
 		conditions = withCondition(conditions, c, now)
 	}
 	for _, t := range computed.Absent {
-		conditions = withoutConditions(conditions, map[string]bool{t: true})
+		conditions = withoutConditions(conditions, []string{t})
 	}
 	out[names.StatusConditions] = conditions
 	return out

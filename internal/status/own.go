@@ -3,6 +3,9 @@ package status
 import (
 	"fmt"
 	"reflect"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
@@ -14,41 +17,39 @@ import (
 type Own struct {
 	Fields     []string
 	Conditions []string
-	written    caches.Ignore
 }
 
 // OwnOf returns what the status controller writes for a kind with this status declaration.
 func OwnOf(s chartapi.Status) Own {
-	own := Own{Fields: s.FieldNames(), Conditions: append(s.ConditionTypes(), names.ConditionRolloutHeld)}
-	mine := map[string]bool{}
-	for _, c := range own.Conditions {
-		mine[c] = true
-	}
+	return Own{Fields: s.FieldNames(), Conditions: append(s.ConditionTypes(), names.ConditionRolloutHeld)}
+}
+
+// ChangedBeyondStatusWrites returns an update filter for custom resources that passes an update
+// only when it changed something besides what the status controller writes (own). Updates that
+// did not are of no interest to any controller: without this filter each of the status
+// controller's writes would make it run again, and the objects a failing install creates and
+// rolls back would keep the two controllers triggering each other.
+func ChangedBeyondStatusWrites(own Own) func(oldObj, newObj any) bool {
 	st := caches.Ignore{names.StatusConditions: func(a, b any) bool {
-		return reflect.DeepEqual(withoutConditions(a, mine), withoutConditions(b, mine))
+		return reflect.DeepEqual(withoutConditions(a, own.Conditions), withoutConditions(b, own.Conditions))
 	}, names.StatusObservedGeneration: nil}
 	for _, f := range own.Fields {
 		st[f] = nil
 	}
-	own.written = caches.Ignore{
-		"metadata": caches.Ignore{"resourceVersion": nil, "managedFields": nil},
-		"status":   st,
+	written := caches.Ignore{"metadata": caches.Ignore{"resourceVersion": nil, "managedFields": nil}, "status": st}
+	return func(oldObj, newObj any) bool {
+		o, okOld := oldObj.(*unstructured.Unstructured)
+		n, okNew := newObj.(*unstructured.Unstructured)
+		return !okOld || !okNew || !caches.Equal(o.Object, n.Object, written)
 	}
-	return own
 }
 
-// Written is what the status controller's writes change in a whole custom resource, as the
-// fields caches.Equal ignores: two objects equal but for these differ only by its writes.
-func (own Own) Written() caches.Ignore { return own.written }
-
-func withoutConditions(conditions any, types map[string]bool) []any {
+// withoutConditions is a copy of a status's conditions without those of the given types (never
+// nil, so that two lists compare by their conditions alone).
+func withoutConditions(conditions any, types []string) []any {
 	list, _ := conditions.([]any)
-	kept := make([]any, 0, len(list))
-	for _, c := range list {
-		if m, ok := c.(map[string]any); ok && types[fmt.Sprint(m["type"])] {
-			continue
-		}
-		kept = append(kept, c)
-	}
-	return kept
+	return slices.DeleteFunc(append([]any{}, list...), func(c any) bool {
+		m, ok := c.(map[string]any)
+		return ok && slices.Contains(types, fmt.Sprint(m["type"]))
+	})
 }

@@ -27,7 +27,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,10 +35,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/names"
 )
-
-// reconcilerOwned are the status fields helm-operator-plugins' status updater writes; it writes
-// status as these and nothing else.
-var reconcilerOwned = []string{names.StatusConditions, names.StatusDeployedRelease}
 
 // Filler brings a status about to be written up to date with the fields it owns (the
 // Reconciler).
@@ -125,7 +120,7 @@ func carryOver(cached, u *unstructured.Unstructured) {
 	was, _ := cached.Object["status"].(map[string]any)
 	now, _ := u.Object["status"].(map[string]any)
 	for field, v := range was {
-		if slices.Contains(reconcilerOwned, field) {
+		if field == names.StatusConditions || field == names.StatusDeployedRelease { // the plugins' updater writes them
 			continue
 		}
 		if _, set := now[field]; set {

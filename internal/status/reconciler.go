@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,13 +102,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	forPredicates := []predicate.Predicate{predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return changed(e.ObjectOld, e.ObjectNew)
 	}}}
-	if len(selector.MatchLabels)+len(selector.MatchExpressions) > 0 {
-		p, err := predicate.LabelSelectorPredicate(selector)
-		if err != nil {
-			return err
-		}
-		forPredicates = append(forPredicates, p)
+	p, err := predicate.LabelSelectorPredicate(selector) // an empty selector takes every resource
+	if err != nil {
+		return err
 	}
+	forPredicates = append(forPredicates, p)
 	r.objects = caches.Unfiltered(mgr.GetCache())
 	r.owned = coalesced(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner()))
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -141,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	obj.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
+			r.Applied.Forget(req.NamespacedName)
 			if r.Gone != nil {
 				r.Gone(req.NamespacedName)
 			}
@@ -150,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if obj.GetDeletionTimestamp() != nil {
-		r.forget(req.NamespacedName)
+		r.Applied.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	current, desired, err := r.desired(ctx, obj)
@@ -218,7 +217,9 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 			return current, nil, err
 		}
 		objects = objs
-		if labelledForAnotherShard(objects, r.Shard.ManagedValue()) {
+		if slices.ContainsFunc(objects, func(o ReleaseObject) bool {
+			return o.Ref.Managed != "" && o.Ref.Managed != r.Shard.ManagedValue()
+		}) {
 			// Handed over from another shard, whose label the objects still carry: this cache
 			// holds none of them until this shard's first upgrade relabels them, and the
 			// status it would compute now is not the objects'. That upgrade brings us back.
@@ -249,19 +250,6 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 		computed.ObservedGeneration = &generation
 	}
 	return current, Apply(current, r.own, computed, metav1.Now()), nil
-}
-
-func labelledForAnotherShard(objects []ReleaseObject, managed string) bool {
-	for _, o := range objects {
-		if o.Ref.Managed != "" && o.Ref.Managed != managed {
-			return true
-		}
-	}
-	return false
-}
-
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.Applied.Forget(key)
 }
 
 // releaseObjects reads the objects of the deployed release, as the Helm reconciler's post hook

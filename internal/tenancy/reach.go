@@ -53,11 +53,6 @@ func KindName(gk schema.GroupKind) string {
 	return gk.Kind + "." + gk.Group
 }
 
-// AllowsClusterScoped tells whether the charts may render the cluster-scoped kind gk.
-func (p Policy) AllowsClusterScoped(gk schema.GroupKind) bool {
-	return slices.Contains(p.ClusterScoped, KindName(gk))
-}
-
 // allowsNamespace tells whether a release in releaseNS may touch namespaced objects in ns.
 func (p Policy) allowsNamespace(releaseNS, ns string) bool {
 	return ns == releaseNS || slices.Contains(p.Namespaces, ns)
@@ -111,7 +106,7 @@ func (p Policy) Write(releaseNS string, o Object) error {
 	if o.Namespaced && o.Namespace != "" && p.allowsNamespace(releaseNS, o.Namespace) {
 		return nil
 	}
-	if !o.Namespaced && p.AllowsClusterScoped(o.GroupKind) {
+	if !o.Namespaced && slices.Contains(p.ClusterScoped, KindName(o.GroupKind)) {
 		return nil
 	}
 	return &ReachError{Verb: "write", Object: o, ReleaseNamespace: releaseNS}

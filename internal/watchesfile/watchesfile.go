@@ -8,9 +8,9 @@ package watchesfile
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
@@ -67,14 +67,8 @@ func Load(path string) ([]Watch, error) {
 	for i, e := range entries {
 		w := Watch{Watch: ws[i]}
 		where := fmt.Sprintf("%s: entry %d (%s)", path, i+1, ws[i].GroupVersionKind)
-		var unknown []string
-		for k := range e {
-			if !slices.Contains(Keys, k) {
-				unknown = append(unknown, k)
-			}
-		}
+		unknown := slices.DeleteFunc(slices.Sorted(maps.Keys(e)), func(k string) bool { return slices.Contains(Keys, k) })
 		if len(unknown) > 0 {
-			sort.Strings(unknown)
 			return nil, fmt.Errorf("%s: unknown key(s) %s; the keys are %s", where,
 				strings.Join(unknown, ", "), strings.Join(Keys, ", "))
 		}
