@@ -176,7 +176,6 @@ func decodeStrict(n *yaml.Node, out any) error {
 }
 
 // Load reads the declaration of the chart in chartDir; a chart without one gets the zero Kind.
-// Only the file's shape is checked here; Compile checks the expressions.
 func Load(chartDir string) (*Kind, error) {
 	path := filepath.Join(chartDir, FileName)
 	raw, err := os.ReadFile(path)
@@ -211,91 +210,17 @@ const (
 	SpecOpen             = "open"
 )
 
-var (
-	conditionType = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
-	fieldName     = regexp.MustCompile(`^[a-z][A-Za-z0-9]*$`)
-	jsonTypes     = map[string]bool{"integer": true, "number": true, "string": true, "boolean": true, "object": true, "array": true}
-)
+// conditionType is the form of a condition type or reason: UpperCamelCase.
+var conditionType = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 
-// Reserved status fields and condition types: the Helm reconciler's and this operator's.
-var (
-	reservedFields     = map[string]bool{names.StatusConditions: true, names.StatusDeployedRelease: true, names.StatusObservedGeneration: true}
-	reservedConditions = map[string]bool{names.ConditionInitialized: true, names.ConditionDeployed: true,
-		names.ConditionReleaseFailed: true, names.ConditionIrreconcilable: true, names.ConditionPaused: true,
-		names.ConditionReady: true}
-)
-
-// Parse decodes and checks the shape of a declaration.
+// Parse decodes a declaration, refusing unknown keys. Its shape (names, types, reserved fields
+// and conditions) is checked by `make manifests` (hack/manifests/chartrender); its expressions
+// by Compile.
 func Parse(raw []byte) (*Kind, error) {
 	var k Kind
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&k); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	var errs []error
-	switch k.SpecSchema {
-	case "", SpecFromValuesSchema, SpecInferred, SpecOpen:
-	default:
-		errs = append(errs, fmt.Errorf("specSchema %q: want %s, %s or %s", k.SpecSchema, SpecFromValuesSchema, SpecInferred, SpecOpen))
-	}
-	for _, name := range k.Status.FieldNames() {
-		f := k.Status.Fields[name]
-		switch {
-		case !fieldName.MatchString(name):
-			errs = append(errs, fmt.Errorf("line %d: status field %q: a name is lowerCamelCase", f.Expression.Line, name))
-		case reservedFields[name]:
-			errs = append(errs, fmt.Errorf("line %d: status field %q is written by the operator itself", f.Expression.Line, name))
-		case !jsonTypes[f.Type]:
-			errs = append(errs, fmt.Errorf("line %d: status field %q: type %q, want one of integer, number, string, boolean, object, array", f.Expression.Line, name, f.Type))
-		case f.Expression.Source == "":
-			errs = append(errs, fmt.Errorf("status field %q has no expression", name))
-		}
-	}
-	seen := map[string]bool{}
-	for _, v := range k.Status.Variables {
-		switch {
-		case !fieldName.MatchString(v.Name):
-			errs = append(errs, fmt.Errorf("line %d: variable %q: a name is lowerCamelCase", v.Expression.Line, v.Name))
-		case seen[v.Name]:
-			errs = append(errs, fmt.Errorf("line %d: variable %q is declared twice", v.Expression.Line, v.Name))
-		}
-		seen[v.Name] = true
-	}
-	seen = map[string]bool{}
-	for _, c := range k.Status.Conditions {
-		switch {
-		case !conditionType.MatchString(c.Type):
-			errs = append(errs, fmt.Errorf("line %d: condition type %q: UpperCamelCase expected", c.Status.Line, c.Type))
-		case reservedConditions[c.Type]:
-			errs = append(errs, fmt.Errorf("line %d: condition %s is set by the operator itself", c.Status.Line, c.Type))
-		case seen[c.Type]:
-			errs = append(errs, fmt.Errorf("line %d: condition %s is declared twice", c.Status.Line, c.Type))
-		case c.Status.Source == "" || c.Reason.Source == "":
-			errs = append(errs, fmt.Errorf("condition %s needs a status and a reason expression", c.Type))
-		}
-		seen[c.Type] = true
-	}
-	if s := k.Status.Scale; s != nil {
-		if f, ok := k.Status.Fields[s.StatusReplicas]; !ok || f.Type != "integer" {
-			errs = append(errs, fmt.Errorf("status.scale.statusReplicas: %q is not a declared integer status field", s.StatusReplicas))
-		}
-		if f, ok := k.Status.Fields[s.LabelSelector]; s.LabelSelector != "" && (!ok || f.Type != "string") {
-			errs = append(errs, fmt.Errorf("status.scale.labelSelector: %q is not a declared string status field", s.LabelSelector))
-		}
-		if s.SpecReplicasPath == "" {
-			errs = append(errs, errors.New("status.scale.specReplicasPath is required"))
-		}
-	}
-	for _, c := range k.Checks {
-		switch {
-		case c.Secret == nil:
-			errs = append(errs, fmt.Errorf("line %d: a check names its kind (secret)", c.Line))
-		case c.Secret.Value == "":
-			errs = append(errs, fmt.Errorf("line %d: a secret check names the value that holds the Secret's name", c.Line))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &k, nil

@@ -128,6 +128,9 @@ func TestErrorsNameTheFileAndLine(t *testing.T) {
 			}
 			k, err := chartapi.Load(dir)
 			if err == nil {
+				err = CheckShape(k)
+			}
+			if err == nil {
 				var c *chartapi.Compiled
 				if c, err = chartapi.Compile(k); err == nil {
 					if !tc.atCheck {

@@ -197,7 +197,14 @@ func Check(c *chartapi.Compiled, gvk schema.GroupVersionKind, renderings []Rende
 // LoadChecked loads, compiles and checks the declaration of the chart in chartDir for the kind:
 // what `make manifests` does before it writes the CRD.
 func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*chartapi.Compiled, error) {
-	c, err := chartapi.LoadCompiled(chartDir)
+	k, err := chartapi.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckShape(k); err != nil {
+		return nil, fmt.Errorf("%s: %w", k.File, err)
+	}
+	c, err := chartapi.Compile(k)
 	if err != nil {
 		return nil, err
 	}
