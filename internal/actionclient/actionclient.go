@@ -68,8 +68,6 @@ type SoleWriter struct {
 	// PendingAfter is how long a release must have been pending, without leader election,
 	// before it is taken as abandoned.
 	PendingAfter time.Duration
-	// Now is the wall clock (Helm records when an action began in wall-clock time).
-	Now func() time.Time
 }
 
 // why returns why a release pending since `since` may be unlocked now, or an error saying why not.
@@ -80,11 +78,7 @@ func (w SoleWriter) why(since time.Time) (string, error) {
 		}
 		return "", errors.New("this replica does not hold the leader Lease")
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	age := now().Sub(since)
+	age := time.Since(since) // Helm records when an action began in wall-clock time
 	if age >= w.PendingAfter {
 		return fmt.Sprintf("leader election is off and it was pending for %s, longer than --unlock-pending-after %s",
 			age.Round(time.Second), w.PendingAfter), nil

@@ -43,8 +43,6 @@ type Options struct {
 	// DryRunOption is Helm's dry-run mode of the upgrade check (watches.yaml dryRunOption); ""
 	// is the reconciler's (server).
 	DryRunOption string
-	// Tap, when set, wraps the plugins' getter: a test's view of every call that reaches Helm.
-	Tap func(helmclient.ActionClientGetter) helmclient.ActionClientGetter
 }
 
 // WaveGate decides which upgrades may go now (package rollout's Gate).
@@ -79,9 +77,6 @@ var ErrHeld = errors.New("held back by the chart rollout: this release waits for
 // Every call on the release of a sharded resource is bracketed by shard.Claims, so that a
 // handover to another shard waits for the calls in flight and none starts after it.
 func New(base helmclient.ActionClientGetter, o Options) helmclient.ActionClientGetter {
-	if o.Tap != nil {
-		base = o.Tap(base)
-	}
 	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 		c := &reconcileClient{o: &o, ctx: ctx, obj: obj,
 			key: shard.Key{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}}
@@ -120,7 +115,11 @@ func (c *reconcileClient) begin(base helmclient.ActionClientGetter) error {
 	}
 	switch Decide(State{Call: Client, Claim: claim}) {
 	case Refuse:
-		return c.refusal(claim)
+		if claim == ForeignRunner {
+			return fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
+				"every shard must run with the same --shards", shard.Owner(c.obj), c.o.Shard.Fleet)
+		}
+		return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", shard.Owner(c.obj), shard.OwnerLabel)
 	case ClaimIt: // the update carries the resource version read, so of two claims one fails
 		c.obj.SetLabels(mergeLabels(c.obj.GetLabels(), map[string]string{shard.OwnerLabel: c.o.Shard.ID()}))
 		if err := c.o.Writer.Update(c.ctx, c.obj); err != nil {
@@ -169,15 +168,6 @@ func (c *reconcileClient) claim() (Claim, error) {
 		}
 		return GoneShard, nil
 	}
-}
-
-func (c *reconcileClient) refusal(claim Claim) error {
-	owner := shard.Owner(c.obj)
-	if claim == ForeignRunner {
-		return fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
-			"every shard must run with the same --shards", owner, c.o.Shard.Fleet)
-	}
-	return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", owner, shard.OwnerLabel)
 }
 
 // unlock marks the pending revision failed, so that the reconciler upgrades from there (Helm
@@ -253,11 +243,6 @@ func (c *reconcileClient) Get(name string, opts ...helmclient.GetOption) (*relea
 		return nil, fmt.Errorf("release %s is uninstalled, waiting for its objects to go: %w", name, driver.ErrReleaseNotFound)
 	}
 	return c.cur, c.err
-}
-
-// History implements helmclient.ActionInterface.
-func (c *reconcileClient) History(name string, opts ...helmclient.HistoryOption) ([]*release.Release, error) {
-	return during(c, func() ([]*release.Release, error) { return c.ActionInterface.History(name, opts...) })
 }
 
 // Install implements helmclient.ActionInterface.

@@ -15,12 +15,10 @@ import (
 
 // ReleaseObject returns an empty object of the kind, in the type the cache holds it in.
 func ReleaseObject(scheme *runtime.Scheme, gvk schema.GroupVersionKind) client.Object {
-	if scheme.Recognizes(gvk) {
-		if o, err := scheme.New(gvk); err == nil {
-			if obj, ok := o.(client.Object); ok {
-				obj.GetObjectKind().SetGroupVersionKind(gvk)
-				return obj
-			}
+	if o, err := scheme.New(gvk); err == nil {
+		if obj, ok := o.(client.Object); ok {
+			obj.GetObjectKind().SetGroupVersionKind(gvk)
+			return obj
 		}
 	}
 	u := &unstructured.Unstructured{}

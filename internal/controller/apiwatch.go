@@ -110,9 +110,7 @@ func runInformer(ctx context.Context, c cache.Cache, gvk schema.GroupVersionKind
 
 // metadataOf is an empty object of gvk, as a metadata cache holds it.
 func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(gvk)
-	return m
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}}
 }
 
 func (a *apiWatch) refresh(ctx context.Context) {

@@ -63,15 +63,9 @@ type Settings struct {
 
 // SettingsFor merges a watches.yaml entry with the operator's options.
 func SettingsFor(w watches.Watch, o options.Options) Settings {
-	s := Settings{MaxConcurrentReconciles: o.MaxConcurrentReconciles, ReconcilePeriod: o.ReconcilePeriod}
-	if w.MaxConcurrentReconciles != nil {
-		s.MaxConcurrentReconciles = *w.MaxConcurrentReconciles
-	}
-	if w.ReconcilePeriod != nil {
-		s.ReconcilePeriod = w.ReconcilePeriod.Duration
-	}
-	s.SkipDependentWatches = w.WatchDependentResources != nil && !*w.WatchDependentResources
-	return s
+	return Settings{MaxConcurrentReconciles: ptr.Deref(w.MaxConcurrentReconciles, o.MaxConcurrentReconciles),
+		ReconcilePeriod:      ptr.Deref(w.ReconcilePeriod, metav1.Duration{Duration: o.ReconcilePeriod}).Duration,
+		SkipDependentWatches: !ptr.Deref(w.WatchDependentResources, true)}
 }
 
 // helmMetrics are registered once per process: the operator builds a new manager when it
@@ -85,29 +79,23 @@ var rolloutMetrics = sync.OnceValues(func() (*rollout.Metrics, error) {
 	return rollout.NewMetrics(crmetrics.Registry)
 })
 
-// shared is what every kind's reconcilers share in this process, by role.
+// shared is what every kind's reconcilers share in this process.
 type shared struct {
-	// watched is what the reconcilers watch beside the manager's cache (package caches).
-	watched struct {
-		namespaces map[string]cache.Config // nil: all
-		secrets    cache.Cache             // caches.SecretMetadata
-		records    cache.Cache             // caches.ReleaseRecords
-		claims     cache.Cache             // caches.Claims; sharded only
-		lookups    *renderinputs.Tracker   // over caches.Lookups
-	}
-	// helm is what every Helm action of the process shares.
-	helm struct {
-		metrics *actionclient.Metrics
-		unlock  actionclient.SoleWriter
-		// waves holds the rollout state's namespace and the metrics; nil: no waves.
-		waves *waves
-	}
-	// sharding is this process's part of the fleet.
-	sharding struct {
-		shard   shard.Shard
-		claims  *shard.Claims
-		running shard.Liveness
-	}
+	// What the reconcilers watch beside the manager's cache (package caches): namespaces (nil:
+	// all), the metadata of Secrets, release records, shard claims (sharded only) and lookups.
+	namespaces map[string]cache.Config
+	secrets    cache.Cache
+	records    cache.Cache
+	claims     cache.Cache
+	lookups    *renderinputs.Tracker
+	// What every Helm action shares; waves hold the rollout state's namespace and metrics (nil: no waves).
+	metrics *actionclient.Metrics
+	unlock  actionclient.SoleWriter
+	waves   *waves
+	// This process's part of the fleet.
+	shard       shard.Shard
+	shardClaims *shard.Claims
+	running     shard.Liveness
 	// own are the operator's own writes and deletes; absences, the releases known to have no
 	// record; remembered lists every per-resource store, to forget a resource gone.
 	own        *caches.OwnWrites
@@ -134,24 +122,23 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		return fmt.Errorf("creating the release record cache: %w", err)
 	}
 	own := caches.NewOwnWrites()
-	sh := shared{queues: NewQueues(), own: own, absences: releasestore.NewAbsences(recordIndex{records})}
-	sh.watched.namespaces, sh.watched.secrets, sh.watched.records = namespaces, secrets, records
-	sh.helm.metrics, sh.helm.unlock = metrics, p.Unlock
-	sh.sharding.shard, sh.sharding.claims, sh.sharding.running = o.Shard, shard.NewClaims(), p.ShardRunning
+	sh := shared{queues: NewQueues(), own: own, absences: releasestore.NewAbsences(recordIndex{records}),
+		namespaces: namespaces, secrets: secrets, records: records, metrics: metrics, unlock: p.Unlock,
+		shard: o.Shard, shardClaims: shard.NewClaims(), running: p.ShardRunning}
 	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
 		return err
 	}
-	sh.watched.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
+	sh.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if ns := RolloutNamespace(o); o.RolloutWaves && ns != "" {
 		m, err := rolloutMetrics()
 		if err != nil {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
-		sh.helm.waves = &waves{namespace: ns, metrics: m}
+		sh.waves = &waves{namespace: ns, metrics: m}
 	}
 	if o.Shard.Sharded() {
-		if sh.watched.claims, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
+		if sh.claims, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
 			return err
 		}
 	}
@@ -159,12 +146,12 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	sh.remembered.Add([]RememberedStore{
-		{Map: "lookup_followers", Forget: sh.watched.lookups.Forget, Len: sh.watched.lookups.Following},
+		{Map: "lookup_followers", Forget: sh.lookups.Forget, Len: sh.lookups.Following},
 		{Map: "release_states", Forget: func(k shard.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
 		{Map: "known_releases", Forget: func(k shard.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
 		// Entries that go with the write or the handover that made them.
 		{Map: "own_writes", Len: own.Len},
-		{Map: "shard_claims", Len: sh.sharding.claims.Len},
+		{Map: "shard_claims", Len: sh.shardClaims.Len},
 	}...)
 	accounts := map[string]*tenancy.Accounts{}
 	for _, w := range ws {
@@ -235,16 +222,16 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
 	gvk := w.GroupVersionKind
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.sharding.shard, Namespaces: sh.watched.namespaces,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
 		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
 	var digests *actionclient.Digests // nil: every upgrade check is a dry run
 	if o.FastPaths.On(options.FastDigests) {
-		digests = &actionclient.Digests{Lookups: sh.watched.lookups, Stamp: sh.sharding.shard.ManagedValue()}
+		digests = &actionclient.Digests{Lookups: sh.lookups, Stamp: sh.shard.ManagedValue()}
 	}
 	selector := ptr.Deref(w.Selector, metav1.LabelSelector{}) // empty: every resource of the kind
 	var gate *rollout.Gate
 	var waves actionclient.WaveGate // nil without waves
-	if sh.helm.waves != nil {
+	if sh.waves != nil {
 		if gate, err = newGate(mgr, w, o, sh, selector, statusReconciler, recorder); err != nil {
 			return capabilityReader{}, err
 		}
@@ -269,8 +256,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.New(actions, actionclient.Options{
-			Recorder: recorder, Metrics: sh.helm.metrics, Unlock: sh.helm.unlock,
-			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Writer: mgr.GetClient(), Running: sh.sharding.running,
+			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
+			Shard: sh.shard, Claims: sh.shardClaims, Writer: mgr.GetClient(), Running: sh.running,
 			Waves: waves, Digests: digests, DryRunOption: w.DryRunOption,
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
@@ -282,9 +269,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod)),
 		reconciler.WithValueTranslator(annotations.CheckedTranslator(
 			chartapi.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
-		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.watched.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
+		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
-		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.watched.records, w.GroupVersionKind, sh.own)),
+		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
 		reconciler.WithSelector(selector),
 	}
 	if accounts != nil {
@@ -306,9 +293,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}
-	if sh.sharding.shard.Sharded() {
-		h := &shard.Handover{ClaimCache: sh.watched.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
-			Shard: sh.sharding.shard, Claims: sh.sharding.claims, Recorder: recorder}
+	if sh.shard.Sharded() {
+		h := &shard.Handover{ClaimCache: sh.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
+			Shard: sh.shard, Claims: sh.shardClaims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return capabilityReader{}, err
 		}

@@ -34,14 +34,6 @@ type translating struct {
 	gvk schema.GroupVersionKind
 }
 
-// ToReconciler gives obj the reconciler's name for any uninstall finalizer it stores.
-func ToReconciler(obj client.Object) {
-	rename(obj, names.ReconcilerFinalizer, names.UninstallFinalizer)
-}
-
-// ToStored gives obj the stored name for the reconciler's uninstall finalizer.
-func ToStored(obj client.Object) { rename(obj, names.UninstallFinalizer, names.ReconcilerFinalizer) }
-
 // rename replaces every finalizer among from by to, once, in place of the first.
 func rename(obj client.Object, to string, from ...string) {
 	old := obj.GetFinalizers()
@@ -73,15 +65,15 @@ func (t *translating) around(obj client.Object, call func() error) error {
 	if !t.ours(obj) {
 		return call()
 	}
-	ToStored(obj)
-	defer ToReconciler(obj)
+	rename(obj, names.UninstallFinalizer, names.ReconcilerFinalizer)
+	defer rename(obj, names.ReconcilerFinalizer, names.UninstallFinalizer)
 	return call()
 }
 
 func (t *translating) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	err := t.Client.Get(ctx, key, obj, opts...)
 	if err == nil && t.ours(obj) {
-		ToReconciler(obj)
+		rename(obj, names.ReconcilerFinalizer, names.UninstallFinalizer)
 	}
 	return err
 }

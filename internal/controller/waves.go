@@ -59,10 +59,10 @@ func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared
 	gate.Kind = w.Kind
 	gate.Target = actionclient.ChartDigest(w.Chart)
 	gate.Settings = w.Rollout.Merge(o.Rollout)
-	store := rollout.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: sh.helm.waves.namespace,
+	store := rollout.Store{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Namespace: sh.waves.namespace,
 		Name: rollout.StoreName(gvk, o.Shard.Name)}
 	gate.Store = store
-	gate.Metrics = sh.helm.waves.metrics
+	gate.Metrics = sh.waves.metrics
 	gate.Recorder = recorder
 	gate.Fleet = func(ctx context.Context) ([]client.Object, error) {
 		list := &unstructured.UnstructuredList{}
@@ -72,7 +72,7 @@ func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared
 		}
 		out := make([]client.Object, 0, len(list.Items))
 		for i := range list.Items {
-			if !sh.sharding.shard.ClaimedByOther(&list.Items[i]) {
+			if !sh.shard.ClaimedByOther(&list.Items[i]) {
 				out = append(out, &list.Items[i])
 			}
 		}

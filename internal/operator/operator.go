@@ -163,11 +163,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if leaseNamespace != "" && o.Shard.Sharded() {
 		p.ShardRunning = shard.LeaseLiveness(mgr.GetAPIReader(), leaseNamespace, o.LeaderElectionID, time.Now)
 	}
-	err = controller.Setup(mgr, entries, o, p, namespaces)
-	if err != nil {
-		return nil, err
-	}
-	return mgr, nil
+	return mgr, controller.Setup(mgr, entries, o, p, namespaces)
 }
 
 // managerEvents lends the manager's event recorders to the leader election lock, which is built

@@ -30,11 +30,8 @@ type FastPaths []string
 func (f FastPaths) On(name string) bool { return slices.Contains(f, name) }
 
 func (f *FastPaths) String() string {
-	switch {
-	case f == nil || len(*f) == 0:
+	if f == nil || len(*f) == 0 {
 		return "false"
-	case len(*f) == len(AllFastPaths):
-		return "true"
 	}
 	return strings.Join(*f, ",")
 }

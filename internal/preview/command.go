@@ -12,14 +12,12 @@ import (
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
@@ -107,22 +105,11 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 			return Report{}, err
 		}
 	}
-	httpClient, err := rest.HTTPClientFor(cfg)
+	c, err := client.New(cfg, client.Options{}) // Kubernetes' own types, the cluster's API discovered as needed
 	if err != nil {
 		return Report{}, err
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
-	if err != nil {
-		return Report{}, err
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return Report{}, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
-	if err != nil {
-		return Report{}, err
-	}
+	scheme, mapper := c.Scheme(), c.RESTMapper()
 	silent := &record.FakeRecorder{} // the checks record Events; a preview writes none
 	var kinds []Kind
 	for _, w := range entries {
@@ -148,7 +135,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 	namespaces := slices.Sorted(maps.Keys(options.WatchNamespacesFromEnv()))
 	writers := map[string]client.Writer{} // by user: one connection per namespace and ServiceAccount
 	as := func(namespace, account string) (client.Writer, error) {
-		user := tenancy.Username(namespace, account)
+		user := serviceaccount.MakeUsername(namespace, account)
 		if w, ok := writers[user]; ok {
 			return w, nil
 		}

@@ -111,8 +111,7 @@ func (t *Tracker) watch(ctx context.Context, gvr schema.GroupVersionResource) er
 	if done {
 		return nil
 	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(gvk)
+	obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}}
 	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	inf, err := t.cache.GetInformer(ctx, obj)

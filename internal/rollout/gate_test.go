@@ -64,7 +64,7 @@ func newFixture(t *testing.T, names ...string) *fixture {
 	sel, _ := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"canary": "yes"}})
 	g := NewGate()
 	g.Kind, g.Target, g.Store = "MyProxy", "target-1", f.store
-	g.Settings = Settings{CanarySelector: sel, Canaries: 1, Growth: 2, Timeout: time.Hour, MaxFailures: 0}
+	g.Settings = Settings{CanarySelector: sel, Defaults: Defaults{Canaries: 1, Growth: 2, Timeout: time.Hour}}
 	g.Fleet = func(context.Context) ([]client.Object, error) {
 		var out []client.Object
 		for _, u := range f.fleet {

@@ -50,13 +50,10 @@ type Policy struct {
 // Settings are a policy merged with the operator's defaults.
 type Settings struct {
 	CanarySelector labels.Selector // nil: by count
-	Canaries       int
-	Growth         int
-	Timeout        time.Duration
-	MaxFailures    int
+	Defaults
 }
 
-// Defaults are the operator's defaults of every policy field.
+// Defaults are the operator's defaults of every policy field but the selector.
 type Defaults struct {
 	Canaries    int
 	Growth      int
@@ -71,8 +68,7 @@ func (p Policy) Check() error {
 			return fmt.Errorf("canarySelector: %w", err)
 		}
 	}
-	return Defaults{Canaries: ptr.Deref(p.Canaries, 1), Growth: ptr.Deref(p.Growth, 2),
-		Timeout: ptr.Deref(p.Timeout, metav1.Duration{Duration: time.Minute}).Duration, MaxFailures: ptr.Deref(p.MaxFailures, 0)}.Check()
+	return p.Merge(Defaults{Canaries: 1, Growth: 2, Timeout: time.Minute}).Check()
 }
 
 // Check reports defaults that cannot be used.
@@ -92,8 +88,8 @@ func (d Defaults) Check() error {
 
 // Merge returns p with unset fields taken from d; p must have passed Check.
 func (p Policy) Merge(d Defaults) Settings {
-	s := Settings{Canaries: ptr.Deref(p.Canaries, d.Canaries), Growth: ptr.Deref(p.Growth, d.Growth),
-		Timeout: ptr.Deref(p.Timeout, metav1.Duration{Duration: d.Timeout}).Duration, MaxFailures: ptr.Deref(p.MaxFailures, d.MaxFailures)}
+	s := Settings{Defaults: Defaults{Canaries: ptr.Deref(p.Canaries, d.Canaries), Growth: ptr.Deref(p.Growth, d.Growth),
+		Timeout: ptr.Deref(p.Timeout, metav1.Duration{Duration: d.Timeout}).Duration, MaxFailures: ptr.Deref(p.MaxFailures, d.MaxFailures)}}
 	if p.CanarySelector != nil {
 		s.CanarySelector, _ = metav1.LabelSelectorAsSelector(p.CanarySelector)
 	}

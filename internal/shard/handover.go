@@ -47,8 +47,7 @@ type Handover struct {
 // SetupWithManager registers the controller: it runs for each claimed resource that this
 // shard's selector does not pick.
 func (h *Handover) SetupWithManager(mgr ctrl.Manager) error {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(h.GVK)
+	obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: h.GVK.GroupVersion().String(), Kind: h.GVK.Kind}}
 	notMine := func(o client.Object) bool { return !h.Shard.Selector().Matches(labels.Set(o.GetLabels())) }
 	moved := predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return notMine(e.Object) },

@@ -20,6 +20,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -68,12 +69,7 @@ func (s Shard) Validate() error {
 func (s Shard) Sharded() bool { return len(s.Fleet) > 0 }
 
 // ID is this shard's name in OwnerLabel.
-func (s Shard) ID() string {
-	if s.Name == "" {
-		return DefaultID
-	}
-	return s.Name
-}
+func (s Shard) ID() string { return cmp.Or(s.Name, DefaultID) }
 
 // Selector selects the custom resources this shard owns: all when not sharded; those labelled
 // with its name; for the default shard, those labelled with no shard of the fleet.
@@ -93,12 +89,7 @@ func (s Shard) Selector() labels.Selector {
 }
 
 // ManagedValue is the managed label value of this shard's release objects.
-func (s Shard) ManagedValue() string {
-	if s.Name == "" {
-		return names.ManagedValue
-	}
-	return s.Name
-}
+func (s Shard) ManagedValue() string { return cmp.Or(s.Name, names.ManagedValue) }
 
 // LeaseName is the leader election Lease of this shard, from the operator's Lease name.
 func (s Shard) LeaseName(base string) string {

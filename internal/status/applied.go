@@ -23,7 +23,9 @@ import (
 type AppliedGenerations struct {
 	mu          sync.Mutex
 	generations map[types.NamespacedName]applied
-	events      chan event.TypedGenericEvent[*unstructured.Unstructured]
+	// events wake the status controller: the resources some time after each successful Helm
+	// action on them, and those nudged (Reconciler.Nudge).
+	events chan event.TypedGenericEvent[*unstructured.Unstructured]
 	// Manifests are the objects of each applied release; namespaced tells their scope.
 	Manifests  *ManifestRefs
 	namespaced func(schema.GroupVersionKind) bool
@@ -95,10 +97,4 @@ func (o *AppliedGenerations) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.generations)
-}
-
-// Events delivers a custom resource some time after each successful Helm action on it, for the
-// status controller's watch.
-func (o *AppliedGenerations) Events() <-chan event.TypedGenericEvent[*unstructured.Unstructured] {
-	return o.events
 }

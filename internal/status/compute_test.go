@@ -140,10 +140,10 @@ func TestParseManifest(t *testing.T) {
 		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n"
 	clusterScoped := func(gvk schema.GroupVersionKind) bool { return gvk.Kind != "ClusterRole" }
 	m := NewManifestRefs()
-	refs, err := m.Refs(keyOf("ns", "cr"), manifest, clusterScoped)
-	if err != nil {
+	if _, err := m.Learn(keyOf("ns", "cr"), manifest, clusterScoped); err != nil {
 		t.Fatal(err)
 	}
+	refs, _ := m.Known(keyOf("ns", "cr"))
 	want := map[string]string{"ConfigMap/a": "ns", "ClusterRole/r": "", "Deployment/d": "other"}
 	if len(refs) != len(want) {
 		t.Fatalf("refs %v", refs)

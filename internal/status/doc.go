@@ -18,7 +18,7 @@
 //     PluginWrites carries them over from the cached object of the version written.
 //
 // Every write is guarded by the resourceVersion it read, so neither writer overwrites the
-// other; the windows (timing.go) only keep them from conflicting. The updater's shape, which
+// other; the windows (wakeDelay, coalesceDelay) only keep them from conflicting. The updater's shape, which
 // this package reads, is pinned by an integration test (TestThePluginsStatusShapeIsTheOneThis
 // OperatorReads): an upgrade of the plugins that changes it fails there.
 package status

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/example/myproxy-operator/internal/caches"
@@ -71,19 +75,16 @@ type Reconciler struct {
 	controller controller.Controller
 	owned      handler.EventHandler
 	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
-	nudges     chan event.TypedGenericEvent[*unstructured.Unstructured]
 }
 
-// nudgeBuffer bounds the nudges waiting to be taken by the controller; Nudge blocks beyond it.
-const nudgeBuffer = 1024
-
-// Nudge has the controller compute a resource's status again, as a change of it would.
+// Nudge has the controller compute a resource's status again, as a change of it would; it
+// shares the queue of Applied's wake-ups, and blocks while that is full.
 func (r *Reconciler) Nudge(key types.NamespacedName) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(r.GVK)
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
-	r.nudges <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: u}
+	r.Applied.events <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: u}
 }
 
 // SetupWithManager registers the controller: it runs when the custom resource, an object of its
@@ -91,29 +92,26 @@ func (r *Reconciler) Nudge(key types.NamespacedName) {
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
 	r.own = OwnOf(r.Declaration.Kind.Status)
-	r.nudges = make(chan event.TypedGenericEvent[*unstructured.Unstructured], nudgeBuffer)
 	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
 	// of their releases (they must not wake the Helm reconciler), and this controller follows
 	// exactly those. So it watches the same informers unfiltered, ignoring only its own writes.
-	changed := ChangedBeyondStatusWrites(r.own)
-	forPredicates := []predicate.Predicate{predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return changed(e.ObjectOld, e.ObjectNew)
-	}}}
-	p, err := predicate.LabelSelectorPredicate(selector) // an empty selector takes every resource
+	selected, err := predicate.LabelSelectorPredicate(selector) // an empty selector takes every resource
 	if err != nil {
 		return err
 	}
-	forPredicates = append(forPredicates, p)
+	changed := ChangedBeyondStatusWrites(r.own)
+	forPredicates := []predicate.Predicate{selected, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return changed(e.ObjectOld, e.ObjectNew)
+	}}}
 	r.objects = caches.Unfiltered(mgr.GetCache())
 	r.owned = coalesced(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner()))
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
 		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
-		WatchesRawSource(source.Channel(r.Applied.Events(), &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
-		WatchesRawSource(source.Channel(r.nudges, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
+		WatchesRawSource(source.Channel(r.Applied.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Build(r)
 	r.controller = c
@@ -156,21 +154,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if desired == nil || err != nil {
 		return ctrl.Result{}, err
 	}
-	changed := MergePatch(current, desired)
-	if len(changed) == 0 {
-		return ctrl.Result{}, nil
-	}
-	// Only the fields that changed are sent: client.MergeFrom would serialize and diff the whole
-	// object twice, deployedRelease's manifest included, for a patch of two fields. The
-	// resourceVersion is an optimistic lock: it keeps a concurrent write of the Helm reconciler's
-	// conditions from being overwritten; on conflict the next event brings us back.
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": obj.GetResourceVersion()},
-		"status":   changed,
-	})
-	if err != nil {
+	// Only the fields that changed are sent, with the resourceVersion as an optimistic lock: it
+	// keeps a concurrent write of the Helm reconciler's conditions from being overwritten; on
+	// conflict the request comes back.
+	changed, err := statusPatch(current, desired)
+	if err != nil || changed == nil {
 		return ctrl.Result{}, err
 	}
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":%s}`, obj.GetResourceVersion(), changed)
 	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -226,13 +217,7 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 			return current, nil, nil
 		}
 	}
-	live := make([]map[string]any, 0, len(objects))
-	for _, o := range objects {
-		if o.Live != nil {
-			live = append(live, o.Live)
-		}
-	}
-	evaluated := r.Declaration.Evaluate(obj.Object, live)
+	evaluated := r.Declaration.Evaluate(obj.Object, lives(objects))
 	for _, err := range evaluated.Errors {
 		log.FromContext(ctx).Error(err, "status expression failed; its field is left out")
 	}
@@ -337,13 +322,7 @@ func (r *Reconciler) gatesPass(ctx context.Context, key types.NamespacedName, ob
 	if err := r.Get(ctx, key, self); err != nil {
 		return false, "", err
 	}
-	live := make([]map[string]any, 0, len(objects))
-	for _, o := range objects {
-		if o.Live != nil {
-			live = append(live, o.Live)
-		}
-	}
-	for _, c := range r.Declaration.Evaluate(self.Object, live).Conditions {
+	for _, c := range r.Declaration.Evaluate(self.Object, lives(objects)).Conditions {
 		if gates[c.Type] && c.Status != "True" {
 			return false, fmt.Sprintf("condition %s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message), nil
 		}
@@ -359,3 +338,83 @@ func Namespaced(mapper meta.RESTMapper) func(schema.GroupVersionKind) bool {
 		return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
 	}
 }
+
+// lives are the live objects of a release's objects, those the cache holds.
+func lives(objects []ReleaseObject) []map[string]any {
+	out := make([]map[string]any, 0, len(objects))
+	for _, o := range objects {
+		if o.Live != nil {
+			out = append(out, o.Live)
+		}
+	}
+	return out
+}
+
+// statusPatch returns the JSON merge patch (RFC 7386) that turns status current into desired,
+// or nil when they are equal.
+func statusPatch(current, desired map[string]any) ([]byte, error) {
+	if current == nil {
+		current = map[string]any{}
+	}
+	from, err := json.Marshal(current)
+	if err != nil {
+		return nil, err
+	}
+	to, err := json.Marshal(desired)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.CreateMergePatch(from, to)
+	if err != nil || string(patch) == "{}" {
+		return nil, err
+	}
+	return patch, nil
+}
+
+// The two writers of a status are ordered by these windows, not by locks: each write is
+// guarded by the resourceVersion it read, and the later writer keeps the earlier one's fields.
+const (
+	// wakeDelay is how long after a successful Helm action (its post hook) the Reconciler runs.
+	// The post hooks run just before helm-operator-plugins' updater writes status, and that write
+	// carries the Reconciler's fields already (PluginWrites); a patch of the Reconciler's sent at
+	// once would only make the updater's write conflict and retry after its backoff. Waking a
+	// moment later lets the updater's write land first, and the Reconciler then writes only what
+	// changed since (or what the updater's write could not carry).
+	wakeDelay = time.Second
+	// coalesceDelay is how long a request of the Reconciler waits in its queue, so that the
+	// bursts of events a rollout brings (a Deployment's status changes several times in a
+	// second) end in one status write.
+	coalesceDelay = 500 * time.Millisecond
+	// conflictRetry is how soon the Reconciler tries again after its patch met a newer
+	// resourceVersion (the updater wrote in between).
+	conflictRetry = coalesceDelay
+)
+
+// coalesced delays every request the handler enqueues by coalesceDelay; the queue holds one
+// entry per resource, so the events of that window share one reconcile.
+func coalesced(h handler.EventHandler) handler.EventHandler { return coalescing{h} }
+
+type coalescing struct{ handler.EventHandler }
+
+type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (c coalescing) Create(ctx context.Context, e event.CreateEvent, q requestQueue) {
+	c.EventHandler.Create(ctx, e, delayed{q})
+}
+
+func (c coalescing) Update(ctx context.Context, e event.UpdateEvent, q requestQueue) {
+	c.EventHandler.Update(ctx, e, delayed{q})
+}
+
+func (c coalescing) Delete(ctx context.Context, e event.DeleteEvent, q requestQueue) {
+	c.EventHandler.Delete(ctx, e, delayed{q})
+}
+
+func (c coalescing) Generic(ctx context.Context, e event.GenericEvent, q requestQueue) {
+	c.EventHandler.Generic(ctx, e, delayed{q})
+}
+
+// delayed turns Add into AddAfter.
+type delayed struct{ requestQueue }
+
+func (d delayed) Add(r reconcile.Request) { d.AddAfter(r, coalesceDelay) }

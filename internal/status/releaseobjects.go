@@ -3,6 +3,8 @@ package status
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -55,29 +57,11 @@ func NewManifestRefs() *ManifestRefs {
 	return &ManifestRefs{parsed: map[types.NamespacedName]parsedManifest{}}
 }
 
-// Refs returns the objects of a manifest; objects without a namespace are in namespace (the
-// release's) unless their kind is cluster-scoped, which namespaced reports.
-func (m *ManifestRefs) Refs(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
-	digest := sha256.Sum256([]byte(manifest))
-	m.mu.Lock()
-	p, ok := m.parsed[key]
-	m.mu.Unlock()
-	if ok && p.digest == digest {
-		return p.refs, nil
-	}
-	refs, err := parseManifest(manifest, key.Namespace, namespaced)
-	if err != nil {
-		return nil, err
-	}
-	m.mu.Lock()
-	m.parsed[key] = parsedManifest{digest: digest, refs: refs}
-	m.mu.Unlock()
-	return refs, nil
-}
-
 // Learn remembers the objects of the manifest of the release just applied to a custom resource,
-// and reports whether they changed. The status reads them with Known: the manifest itself stays
-// in the operator (it is not kept in status, see status.PluginWrites).
+// parsed unless it is the one last parsed for key, and reports whether they changed (it was
+// parsed). Objects without a namespace are in the release's unless their kind is cluster-scoped,
+// which namespaced reports. The status reads them with Known: the manifest itself stays in the
+// operator (it is not kept in status, see status.PluginWrites).
 func (m *ManifestRefs) Learn(key types.NamespacedName, manifest string, namespaced func(schema.GroupVersionKind) bool) (bool, error) {
 	digest := sha256.Sum256([]byte(manifest))
 	m.mu.Lock()
@@ -86,8 +70,14 @@ func (m *ManifestRefs) Learn(key types.NamespacedName, manifest string, namespac
 	if ok && p.digest == digest {
 		return false, nil
 	}
-	_, err := m.Refs(key, manifest, namespaced)
-	return err == nil, err
+	refs, err := parseManifest(manifest, key.Namespace, namespaced)
+	if err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	m.parsed[key] = parsedManifest{digest: digest, refs: refs}
+	m.mu.Unlock()
+	return true, nil
 }
 
 // Known returns the objects of the release last applied to a custom resource, if any was
@@ -125,10 +115,7 @@ type objectHeader struct {
 
 func parseManifest(manifest, namespace string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
 	docs := releaseutil.SplitManifests(manifest)
-	keys := make([]string, 0, len(docs))
-	for k := range docs {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(docs))
 	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	refs := make([]Ref, 0, len(keys))
 	for _, k := range keys {

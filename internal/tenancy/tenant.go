@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
@@ -59,11 +60,6 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Username is the name the apiserver knows the ServiceAccount namespace/name by.
-func Username(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
-}
-
 // Impersonating returns, for helm-operator-plugins' ClientRestConfigMapper, the operator's REST
 // config acting as the ServiceAccount name of the custom resource's namespace. The apiserver
 // adds the ServiceAccount's groups (system:serviceaccounts and that of its namespace).
@@ -76,7 +72,7 @@ func Impersonating(name string) func(context.Context, client.Object, *rest.Confi
 // As is base acting as the ServiceAccount name of namespace.
 func As(base *rest.Config, namespace, name string) *rest.Config {
 	cfg := rest.CopyConfig(base)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: Username(namespace, name)}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: serviceaccount.MakeUsername(namespace, name)}
 	return cfg
 }
 
@@ -106,7 +102,7 @@ func (r *SecretReader) Get(ctx context.Context, key client.ObjectKey, obj client
 		return fmt.Errorf("SecretReader reads Secrets, not %T", obj)
 	}
 	return r.rest.Get().Namespace(key.Namespace).Resource("secrets").Name(key.Name).
-		SetHeader(transport.ImpersonateUserHeader, Username(key.Namespace, r.name)).
+		SetHeader(transport.ImpersonateUserHeader, serviceaccount.MakeUsername(key.Namespace, r.name)).
 		Do(ctx).Into(secret)
 }
 
@@ -131,9 +127,7 @@ type Accounts struct {
 func NewAccounts(name string, c cache.Cache) *Accounts { return &Accounts{Name: name, cache: c} }
 
 func accountMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
-	return m
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"}}
 }
 
 // Check returns a *MissingError when namespace has no ServiceAccount of the name.

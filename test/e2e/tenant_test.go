@@ -10,6 +10,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/tenancy"
@@ -103,7 +104,7 @@ func tenantServiceAccountBoundsTheRelease(t *testing.T, c client.Client, operato
 	mp := harness.WaitForCondition(t, c, ns, name, "ReleaseFailed", "True", 120*time.Second)
 	_, _, msg := harness.Condition(mp, "ReleaseFailed")
 	t.Logf("as the tenant's ServiceAccount: ReleaseFailed: %s", msg)
-	for _, want := range []string{tenancy.Username(ns, tenantAccount), `cannot create resource "deployments"`} {
+	for _, want := range []string{serviceaccount.MakeUsername(ns, tenantAccount), `cannot create resource "deployments"`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("ReleaseFailed says %q, want it to name %q", msg, want)
 		}

@@ -49,7 +49,7 @@ import (
 // The action client (actionclient.New) makes promises that only the plugins' own reconciler,
 // driving it, can show. Here that reconciler drives the real client, in this process against the
 // envtest apiserver, with a probe on the calls the reconciler makes, one on the calls that reach
-// the plugins' clients below (Options.Tap) and one under the release storage, and each promise is
+// the plugins' clients below and one under the release storage, and each promise is
 // checked from what the probes saw:
 //
 //   - claims: every call that reaches the plugins' clients, and every read or write of a release
@@ -326,11 +326,10 @@ func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) 
 		reconciler.WithChart(*chrt),
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(fake),
-		reconciler.WithActionClientGetter(p.tap(layerReconciler, actionclient.New(base, actionclient.Options{
+		reconciler.WithActionClientGetter(p.tap(layerReconciler, actionclient.New(p.tap(layerBase, base), actionclient.Options{
 			Recorder: fake, Metrics: metrics, Unlock: actionclient.SoleWriter{}, // no leader election: pending is abandoned at once
 			Shard: shard.Shard{Name: "a", Fleet: []string{"a"}}, Claims: p.claims, Writer: mgr.GetClient(),
 			Digests: &actionclient.Digests{},
-			Tap:     func(g helmclient.ActionClientGetter) helmclient.ActionClientGetter { return p.tap(layerBase, g) },
 		}))),
 	)
 	if err != nil {

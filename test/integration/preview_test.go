@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/preview"
@@ -326,7 +327,7 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
-	user := tenancy.Username(narrow, account)
+	user := serviceaccount.MakeUsername(narrow, account)
 	want := map[string]struct {
 		outcome preview.Outcome
 		says    []string // in the release's message and its objects' refusals

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/tenancy"
@@ -66,7 +67,7 @@ func TestReleasesRunAsTheTenantsServiceAccount(t *testing.T) {
 	if err := c.Create(ctx, tls); err != nil {
 		t.Fatal(err)
 	}
-	user := tenancy.Username(narrow, account)
+	user := serviceaccount.MakeUsername(narrow, account)
 	// The chart's check of the TLS Secret (kind.yaml) reads it as the ServiceAccount too: it is
 	// refused before anything is rendered, naming the field, where the operator's own identity
 	// would have read it.

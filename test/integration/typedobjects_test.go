@@ -63,7 +63,9 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refs, err := status.NewManifestRefs().Refs(client.ObjectKeyFromObject(self), rel.Manifest, namespaced)
+		manifests := status.NewManifestRefs()
+		_, err = manifests.Learn(client.ObjectKeyFromObject(self), rel.Manifest, namespaced)
+		refs, _ := manifests.Known(client.ObjectKeyFromObject(self))
 		if err != nil || len(refs) == 0 {
 			t.Fatalf("%s: %d objects in the manifest (%v)", stage.name, len(refs), err)
 		}
