@@ -109,10 +109,15 @@ VULNCHECK_PACKAGES := ./cmd/... ./hack/manifests/...
 vulncheck: $(GOVULNCHECK) $(VULNDB) ## Fail on any known vulnerability the shipped code reaches, unless hack/deps/accepted.yaml accepts it until a date.
 	go run ./hack/deps check --govulncheck $(GOVULNCHECK) --db $(VULNDB) --accepted hack/deps/accepted.yaml $(VULNCHECK_PACKAGES)
 
+.PHONY: test-plugins
+test-plugins: cluster-build ## Run helm-operator-plugins' own tests with the modules at the versions this operator links, against the local control plane.
+	hack/deps/plugins-test.sh $(CLUSTER_BIN)
+
 .PHONY: update-deps
-update-deps: ## Raise every pinned module, tool and the control plane to its newest served patch, and a vulnerable module to its fix; then make vulncheck.
+update-deps: ## Raise every pinned module, tool and the control plane to its newest served patch, and a vulnerable module to its fix; then make vulncheck and test-plugins.
 	go run ./hack/deps update --govulncheck $(GOVULNCHECK) --db $(VULNDB) $(VULNCHECK_PACKAGES)
 	$(MAKE) vulncheck
+	$(MAKE) test-plugins
 
 .PHONY: chaos
 chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles over CHAOS_PROXIES (20) MyProxies, FAILED_UPGRADES (1000), a SOAK_N (10000) create/delete soak; results in docs/chaos-results.md.
