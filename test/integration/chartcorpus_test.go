@@ -764,7 +764,7 @@ func TestChartCorpusSideBySideWithTheStockOperator(t *testing.T) {
 }
 
 // Every fast path is the stock one, cheaper: the corpus under this operator with its fast paths
-// (digests, the empty history from the cache, pooled record encoding) and without them
+// (digests, the empty history from the cache) and without them
 // (--fast-paths=false: helm-operator-plugins' and Helm's own paths) ends in the same objects,
 // field for field, after every step (install, upgrade, hand edits, a hand `helm rollback`,
 // deletion), and in the same release histories (revisions, statuses, descriptions). The
