@@ -6,8 +6,8 @@
 //     for every action, asks the apiserver for its version (KubeClient.IsReachable, and again to
 //     compute Capabilities), and invalidates the shared discovery cache before listing every API
 //     group again: a large share of the requests an install costs (docs/performance.md). The
-//     Getter hands each Configuration Capabilities and a reachability check shared by the whole
-//     process and refreshed after TTL. It also installs the lookup recorder of the rendering
+//     Getter hands each Configuration Capabilities shared by the whole process and refreshed
+//     after TTL; the reachability check is answered by the last time they were learnt. It also installs the lookup recorder of the rendering
 //     (package renderinputs), confined to the release's reach.
 //   - kubeclient.go, how Helm touches the cluster: every object Helm builds carries the
 //     release-object label (package managedlabel), and nothing outside the custom resource's
@@ -57,10 +57,9 @@ type Getter struct {
 	now       func() time.Time
 
 	mu        sync.Mutex
-	caps      *chartutil.Capabilities
+	caps      *chartutil.Capabilities // learnt at capsAt: the apiserver answered then
 	capsAt    time.Time
 	refreshed string // what the last Refresh saw
-	reachedAt time.Time
 
 	// managed is the managed label value stamped on every release object.
 	managed string
@@ -199,24 +198,6 @@ func (g *Getter) learnLocked() error {
 		KubeVersion: chartutil.KubeVersion{Version: version.GitVersion, Major: version.Major, Minor: version.Minor},
 		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
 	}
-	now := g.now()
-	g.capsAt, g.reachedAt = now, now
-	return nil
-}
-
-// reachable runs check unless one succeeded within TTL.
-func (g *Getter) reachable(check func() error) error {
-	g.mu.Lock()
-	fresh := !g.reachedAt.IsZero() && g.now().Sub(g.reachedAt) < TTL
-	g.mu.Unlock()
-	if fresh {
-		return nil
-	}
-	if err := check(); err != nil {
-		return err
-	}
-	g.mu.Lock()
-	g.reachedAt = g.now()
-	g.mu.Unlock()
+	g.capsAt = g.now()
 	return nil
 }

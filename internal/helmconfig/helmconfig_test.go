@@ -85,38 +85,33 @@ func TestEachConfigurationGetsItsOwnCapabilities(t *testing.T) {
 func TestReachabilityIsCheckedOncePerTTLAndFailuresAreNotRemembered(t *testing.T) {
 	var calls int
 	now := time.Unix(0, 0)
-	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
-		countingDiscovery(&calls), names.ManagedValue, tenancy.Policy{})
-	g.now = func() time.Time { return now }
-	g.reachedAt = time.Time{}
-
-	checks := 0
+	fake := countingDiscovery(&calls)
 	down := errors.New("connection refused")
 	var result error
-	check := func() error { checks++; return result }
-
-	result = down
-	if err := g.reachable(check); !errors.Is(err, down) {
-		t.Fatalf("unreachable cluster: %v, want %v", err, down)
-	}
-	result = nil
-	for i := 0; i < 3; i++ {
-		if err := g.reachable(check); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if checks != 2 {
-		t.Errorf("checks = %d, want 2 (a failure is not remembered; a success is)", checks)
-	}
-	now = now.Add(TTL + time.Second)
-	_ = g.reachable(check)
-	if checks != 3 {
-		t.Errorf("after the TTL checks = %d, want 3", checks)
-	}
-
+	fake.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) { return result != nil, nil, result })
+	g := New(configGetter(func() *action.Configuration { return &action.Configuration{KubeClient: &kube.Client{}} }),
+		fake, names.ManagedValue, tenancy.Policy{})
+	g.now = func() time.Time { return now }
 	cfg, err := g.ActionConfigFor(context.Background(), cr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for range 3 {
+		if err := cfg.KubeClient.IsReachable(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("version asked %d times, want once: the capabilities learnt answer within the TTL", calls)
+	}
+	now = now.Add(TTL + time.Second)
+	result = down
+	if err := cfg.KubeClient.IsReachable(); !errors.Is(err, down) {
+		t.Fatalf("unreachable cluster after the TTL: %v, want %v", err, down)
+	}
+	result = nil
+	if err := cfg.KubeClient.IsReachable(); err != nil || calls != 2 {
+		t.Errorf("after a failure: %v, version asked %d times, want 2 (a failure is not remembered)", err, calls)
 	}
 	if _, ok := cfg.KubeClient.(kube.InterfaceResources); !ok {
 		t.Errorf("the wrapped kube client lost Helm's optional interfaces")

@@ -82,7 +82,12 @@ func (h *hookChecked) Create(key string, rls *release.Release) error {
 	return h.Driver.Create(key, rls)
 }
 
-func (c *kubeClient) IsReachable() error { return c.getter.reachable(c.Client.IsReachable) }
+// IsReachable answers Helm's check before every action from the capabilities: the apiserver
+// answered within TTL, or is asked again (Helm asks the same question, /version).
+func (c *kubeClient) IsReachable() error {
+	_, err := c.getter.capabilities()
+	return err
+}
 
 // label sets the managed label (names.ManagedLabel) to value on every object of a list built by
 // Helm's kube client. It is set here, not by a post-renderer: helm-operator-plugins'
