@@ -42,8 +42,9 @@ var table = []entry{
 	{Cache: "manager", Holds: "release objects: every other kind a release renders, Secrets included, as each " +
 		"is first watched (typed where the scheme knows the kind, ReleaseObject)",
 		Selected: "the managed label with this shard's value (names.ManagedLabel)", Keeps: "all but managed fields",
-		Events: "all, but updates of status and resourceVersion only (the plugins' dependent predicate), and " +
-			"deletes of a resource whose retry is already due (controller/dependents.go)",
+		Events: "all, but updates of status and resourceVersion only (the plugins' dependent predicate), of the " +
+			"Deployment revision too (fast path bookkeeping), and deletes of a resource whose retry is already due " +
+			"(controller/dependents.go)",
 		ReadBy: "the dependent watches (drift), the status controller (Ready, declared fields)"},
 	{Cache: ReleaseRecords.Name, Holds: "Secret metadata of Helm release records",
 		Selected: names.RecordOwnerLabel + "=" + names.RecordOwnerHelm, Keeps: "identity, labels, owner references",
@@ -99,7 +100,7 @@ var myProxy = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1
 // Every kind the manager's cache selects by an option of its own has an event filter declared
 // for it; one without is refused, rather than falling under the release objects' filter.
 func TestEveryKindSelectedApartHasItsOwnFilter(t *testing.T) {
-	opts, newCache := Manager([]watchesfile.Watch{{Watch: watches.Watch{GroupVersionKind: myProxy}}}, nil, shard.Shard{})
+	opts, newCache := Manager([]watchesfile.Watch{{Watch: watches.Watch{GroupVersionKind: myProxy}}}, nil, shard.Shard{}, true)
 	opts.Scheme = scheme.Scheme
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(myProxy, meta.RESTScopeNamespace)

@@ -37,12 +37,27 @@ var statusAndVersion = Ignore{
 	"metadata": Ignore{"resourceVersion": nil, "managedFields": nil},
 }
 
-// IgnoreStatusUpdates drops updates of release objects that change only status and
-// resourceVersion: the plugins' own rule.
-func IgnoreStatusUpdates(oldObj, newObj any) bool {
-	o, ok1 := asMap(oldObj)
-	n, ok2 := asMap(newObj)
-	return !ok1 || !ok2 || !Equal(o, n, statusAndVersion)
+// bookkeeping adds what the cluster's controllers keep for themselves on objects a chart
+// rendered: the Deployment controller's revision annotation, written once on every new
+// Deployment. Changing it is not drift (a reconcile would find nothing to correct).
+var bookkeeping = Ignore{
+	"status":   nil,
+	"metadata": Ignore{"resourceVersion": nil, "managedFields": nil, "annotations": Ignore{"deployment.kubernetes.io/revision": nil}},
+}
+
+// ReleaseObjectUpdates drops updates of release objects that change only status and
+// resourceVersion (the plugins' own rule) and, with ignoreBookkeeping (the fast path
+// "bookkeeping"), only bookkeeping.
+func ReleaseObjectUpdates(ignoreBookkeeping bool) func(oldObj, newObj any) bool {
+	ignore := statusAndVersion
+	if ignoreBookkeeping {
+		ignore = bookkeeping
+	}
+	return func(oldObj, newObj any) bool {
+		o, ok1 := asMap(oldObj)
+		n, ok2 := asMap(newObj)
+		return !ok1 || !ok2 || !Equal(o, n, ignore)
+	}
 }
 
 // asMap returns the content of an object: itself when unstructured (read only), else converted.

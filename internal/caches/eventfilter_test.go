@@ -77,7 +77,9 @@ func TestCustomResources(t *testing.T) {
 	}
 }
 
-func TestIgnoreStatusUpdatesIsThePluginsDependentRule(t *testing.T) {
+// The stock rule is the plugins' dependent predicate; the fast path "bookkeeping" drops the
+// Deployment revision too, and nothing else.
+func TestReleaseObjectUpdatesAreThePluginsDependentRuleAndBookkeeping(t *testing.T) {
 	obj := func(replicas int64, status, version, revision string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"spec":   map[string]any{"replicas": replicas},
@@ -89,15 +91,19 @@ func TestIgnoreStatusUpdatesIsThePluginsDependentRule(t *testing.T) {
 	}
 	base := obj(1, "a", "1", "1")
 	for name, tt := range map[string]struct {
-		newObj *unstructured.Unstructured
-		want   bool
+		newObj                *unstructured.Unstructured
+		want, wantBookkeeping bool
 	}{
-		"status and resourceVersion": {obj(1, "b", "2", "1"), false},
-		"the Deployment revision":    {obj(1, "a", "2", "2"), true},
-		"spec":                       {obj(2, "a", "2", "1"), true},
+		"status and resourceVersion": {obj(1, "b", "2", "1"), false, false},
+		"the Deployment revision":    {obj(1, "a", "2", "2"), true, false},
+		"spec":                       {obj(2, "a", "2", "1"), true, true},
+		"spec and the revision":      {obj(2, "a", "2", "2"), true, true},
 	} {
-		if got := IgnoreStatusUpdates(base, tt.newObj); got != tt.want {
-			t.Errorf("%s: passed %v, want %v", name, got, tt.want)
+		if got := ReleaseObjectUpdates(false)(base, tt.newObj); got != tt.want {
+			t.Errorf("%s: the plugins' rule passed %v, want %v", name, got, tt.want)
+		}
+		if got := ReleaseObjectUpdates(true)(base, tt.newObj); got != tt.wantBookkeeping {
+			t.Errorf("%s: with bookkeeping passed %v, want %v", name, got, tt.wantBookkeeping)
 		}
 	}
 }

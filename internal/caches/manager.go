@@ -21,8 +21,9 @@ import (
 //
 // Custom resources are filtered by CustomResources (another shard's, and updates of
 // status only); release objects follow the plugins' dependent predicate (an update of status
-// and resourceVersion only is ignored).
-func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard.Shard) (cache.Options, cache.NewCacheFunc) {
+// and resourceVersion only is ignored), and with ignoreBookkeeping updates of bookkeeping only
+// too (ReleaseObjectUpdates).
+func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard.Shard, ignoreBookkeeping bool) (cache.Options, cache.NewCacheFunc) {
 	// Secrets are release objects like any other kind: a chart's Secret carries the managed
 	// label, and hand edits of it are set back. Release records and every other Secret carry
 	// none; records are watched through a cache of their metadata (ReleaseRecords), as are the
@@ -41,7 +42,7 @@ func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard
 		DefaultTransform:     StripManagedFields,
 		ByObject:             byObject,
 	}
-	return opts, NewCache(filters, Filter{Update: IgnoreStatusUpdates})
+	return opts, NewCache(filters, Filter{Update: ReleaseObjectUpdates(ignoreBookkeeping)})
 }
 
 // customResourceSelector picks the custom resources of w that this shard acts on and w's

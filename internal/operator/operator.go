@@ -128,7 +128,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		// The lock knows the namespace it resolved (the flag, or the Pod's own).
 		leaseNamespace, _, _ = strings.Cut(lock.Describe(), "/")
 	}
-	cacheOpts, newCache := caches.Manager(entries, namespaces, o.Shard)
+	cacheOpts, newCache := caches.Manager(entries, namespaces, o.Shard, o.FastPaths.On(options.FastBookkeeping))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
 		HealthProbeBindAddress:              o.HealthProbeBindAddress,

@@ -16,10 +16,13 @@ const (
 	// FastEmptyHistory answers a new release's empty history from the record cache instead of
 	// Helm listing its Secrets.
 	FastEmptyHistory = "empty-history"
+	// FastBookkeeping drops updates of release objects that change only what the cluster's
+	// controllers keep for themselves (the Deployment revision), beside the plugins' own rule.
+	FastBookkeeping = "bookkeeping"
 )
 
 // AllFastPaths lists every fast path.
-var AllFastPaths = []string{FastDigests, FastEmptyHistory}
+var AllFastPaths = []string{FastDigests, FastEmptyHistory, FastBookkeeping}
 
 // FastPaths is the set of fast paths the operator takes. As a flag: true (every one, the
 // default), false (none: helm-operator-plugins' and Helm's own path for each), or a
