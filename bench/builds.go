@@ -14,11 +14,13 @@ import (
 )
 
 // build is another build of this operator run side by side with the one under measurement (the
-// code before a change): BUILDS=name=path[:fast+paths+it+has],... Its fast paths default to this
-// code's.
+// code before a change): BUILDS=name=path[:fast+paths],... The fast paths named are those the
+// build has (its fast-path variants are made of them) and takes in a fleet run; unnamed, they
+// default to this code's, and a fleet run leaves the build at its own defaults.
 type build struct {
 	name, bin string
 	fastPaths []string
+	named     bool // fastPaths were named: a fleet run takes exactly those
 }
 
 func parseBuilds(v string) ([]build, error) {
@@ -34,7 +36,7 @@ func parseBuilds(v string) ([]build, error) {
 		b := build{name: name, fastPaths: options.AllFastPaths}
 		bin, paths, hasPaths := strings.Cut(rest, ":")
 		if b.bin, _ = filepath.Abs(bin); hasPaths {
-			b.fastPaths = strings.Split(paths, "+")
+			b.fastPaths, b.named = strings.Split(paths, "+"), true
 		}
 		if _, err := os.Stat(b.bin); err != nil {
 			return nil, fmt.Errorf("BUILDS: %s: %w", name, err)
@@ -52,6 +54,11 @@ func (b build) subject() string { return subjectOurs + " (" + b.name + ")" }
 func (b build) operator(s settings) operator {
 	op := ours(s)
 	op.name, op.user, op.bin, op.pprof = b.subject(), "bench-"+b.name, b.bin, ""
+	if args := op.args; b.named {
+		op.args = func(m, h string) []string {
+			return append(args(m, h), "--"+options.FastPathsFlag+"="+strings.Join(b.fastPaths, ","))
+		}
+	}
 	return op
 }
 
@@ -91,11 +98,11 @@ type restartReport struct {
 // cluster, and restarts it there with every fast path and without digests (restarts).
 func benchRestarts(ctx context.Context, s settings, c *cluster) error {
 	rep := restartReport{Command: fmt.Sprintf("make bench RESTART=1 N=%d", s.n), Machine: machine(), Started: time.Now()}
-	ops := []operator{ours(s)}
+	ops, paths := []operator{ours(s)}, [][]string{options.AllFastPaths}
 	for _, b := range s.builds {
-		ops = append(ops, b.operator(s))
+		ops, paths = append(ops, b.operator(s)), append(paths, b.fastPaths)
 	}
-	for _, op := range ops {
+	for i, op := range ops {
 		e, t, err := freshTracked(ctx, c, op.name)
 		if err != nil {
 			return err
@@ -114,7 +121,7 @@ func benchRestarts(ctx context.Context, s settings, c *cluster) error {
 		if err != nil {
 			return err
 		}
-		runs, err := restarts(ctx, s, c, e, op, s.n)
+		runs, err := restarts(ctx, s, c, e, op, paths[i], s.n)
 		for i := range runs {
 			runs[i].Variant = op.name + ": " + runs[i].Variant
 		}

@@ -22,20 +22,22 @@ type restartResult struct {
 	RequestsPerCR float64  `json:"requestsPerCR"`
 }
 
-// restartVariants are this operator with every fast path and without digests.
-func restartVariants() []variant {
-	others := slices.DeleteFunc(slices.Clone(options.AllFastPaths), func(o string) bool { return o == options.FastDigests })
+// restartVariants are a build with every fast path and without digests, of the fast paths it
+// has (paths).
+func restartVariants(paths []string) []variant {
+	others := slices.DeleteFunc(slices.Clone(paths), func(o string) bool { return o == options.FastDigests })
 	return []variant{{name: "every fast path", fastPaths: "true"}, {name: "without " + options.FastDigests, fastPaths: strings.Join(others, ",")}}
 }
 
 // restartRounds is how many times each variant restarts, interleaved.
 const restartRounds = 2
 
-// restarts restarts op over e's converged fleet of n, each variant in turn, restartRounds times.
-func restarts(ctx context.Context, s settings, c *cluster, e *env, op operator, n int) ([]restartResult, error) {
+// restarts restarts op, which has the fast paths paths, over e's converged fleet of n, each
+// variant in turn, restartRounds times.
+func restarts(ctx context.Context, s settings, c *cluster, e *env, op operator, paths []string, n int) ([]restartResult, error) {
 	var out []restartResult
 	for round := range restartRounds {
-		for _, v := range restartVariants() {
+		for _, v := range restartVariants(paths) {
 			o := op
 			args := op.args
 			o.args = func(m, h string) []string { return append(args(m, h), "--"+options.FastPathsFlag+"="+v.fastPaths) }

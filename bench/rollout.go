@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/rollout"
 )
 
@@ -84,7 +85,7 @@ func benchRollout(ctx context.Context, s settings, c *cluster) error {
 				return nil
 			}
 			var err error
-			rep.Restarts, err = restarts(ctx, s, c, e, op, s.n)
+			rep.Restarts, err = restarts(ctx, s, c, e, op, options.AllFastPaths, s.n)
 			return err
 		})
 		if err != nil {
