@@ -58,7 +58,7 @@ type Digests struct {
 	// Lookups follows what renderings read through `lookup`.
 	Lookups LookupTracker
 	// Stamp is what the operator adds to every rendered object beyond the chart: the managed
-	// label value (package managedlabel), which names the shard. A rendering depends on it.
+	// label value (names.ManagedLabel), which names the shard. A rendering depends on it.
 	Stamp string
 
 	charts sync.Map // *chart.Chart -> chartInfo

@@ -19,7 +19,7 @@ import (
 // FuzzTranslate feeds arbitrary MyProxy specs (as the apiserver could store them, before or
 // without the CRD schema) to the value translation: it must never panic, and every refusal
 // must name the field. The seed corpus runs in every `go test`; `go test -fuzz=FuzzTranslate
-// ./internal/values` explores further.
+// ./internal/chartapi` explores further.
 func FuzzTranslate(f *testing.F) {
 	for _, seed := range []string{
 		`{}`,

@@ -29,7 +29,7 @@ import (
 // and retries with backoff.
 type Translator struct {
 	// Reader reads Secrets directly from the apiserver, so the operator caches no Secret data,
-	// with the identity the kind's releases run as (package tenant), so that a check reads no
+	// with the identity the kind's releases run as (package tenancy), so that a check reads no
 	// more than the release's own lookup of the same Secret may.
 	Reader   SecretReader
 	Recorder record.EventRecorder

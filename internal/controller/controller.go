@@ -242,7 +242,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
 		// Its status writes keep and bring up to date the fields the status Reconciler owns
 		// (status.PluginWrites), and its finalizer is stored under operator-sdk's name
-		// (internal/finalizername).
+		// (finalizername.go).
 		reconciler.WithClient(finalizerNames(status.PluginWrites(mgr.GetClient(), mgr.GetCache(), gvk, statusReconciler), gvk)),
 		reconciler.WithChart(*w.Chart),
 		reconciler.WithOverrideValues(w.OverrideValues),

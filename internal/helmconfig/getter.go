@@ -7,11 +7,12 @@
 //     compute Capabilities), and invalidates the shared discovery cache before listing every API
 //     group again: a large share of the requests an install costs (docs/performance.md). The
 //     Getter hands each Configuration Capabilities shared by the whole process and refreshed
-//     after TTL; the reachability check is answered by the last time they were learnt. It also installs the lookup recorder of the rendering
-//     (package renderinputs), confined to the release's reach.
+//     after TTL, and answers the reachability check by when they were last learnt. It also
+//     installs the lookup recorder of the rendering (package renderinputs), confined to the
+//     release's reach.
 //   - kubeclient.go, how Helm touches the cluster: every object Helm builds carries the
-//     release-object label (package managedlabel), and nothing outside the custom resource's
-//     reach is built (package reach). Confinement sits in the kube
+//     release-object label (names.ManagedLabel), and nothing outside the custom resource's
+//     reach is built (tenancy.Policy). Confinement sits in the kube
 //     client's Build because every object Helm writes, deletes, runs as a hook or corrects for
 //     drift is built there first, by every action, dry runs included; and in the release
 //     storage, because Helm stores a new revision's record (hooks included) before it runs the
@@ -65,7 +66,7 @@ type Getter struct {
 	managed string
 	// reach is what a release may touch beyond its custom resource's namespace.
 	reach tenancy.Policy
-	// accounts, when set, are the ServiceAccounts the actions run as (package tenant); recorder
+	// accounts, when set, are the ServiceAccounts the actions run as (package tenancy); recorder
 	// reports a release let go because its ServiceAccount is gone.
 	accounts *tenancy.Accounts
 	recorder record.EventRecorder
@@ -81,7 +82,7 @@ func (g *Getter) RunAs(accounts *tenancy.Accounts, recorder record.EventRecorder
 }
 
 // New wraps next; dc is asked for the server version and API groups when they are stale; every
-// object Helm builds is labelled managed (package managedlabel); policy bounds what a release
+// object Helm builds is labelled managed (names.ManagedLabel); policy bounds what a release
 // writes and looks up.
 func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, managed string, policy tenancy.Policy) *Getter {
 	return &Getter{next: next, discovery: dc, now: time.Now, managed: managed, reach: policy}

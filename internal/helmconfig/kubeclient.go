@@ -17,7 +17,7 @@ import (
 )
 
 // kubeClient is Helm's own client with a shared reachability check, which labels every object
-// it builds as a release object (package managedlabel). Embedding the concrete type keeps every
+// it builds as a release object (names.ManagedLabel). Embedding the concrete type keeps every
 // optional interface Helm looks for (waiting, deletion propagation...).
 type kubeClient struct {
 	*kube.Client

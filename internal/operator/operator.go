@@ -60,7 +60,7 @@ func onceCounter(name, help string) func() prometheus.Counter {
 // out the renew deadline, so that whatever the old manager had in flight has failed or finished,
 // and campaigns again with a new manager in the same process. The Lease still guarantees that
 // one replica reconciles at a time: the new manager acts only once it holds the Lease again, and
-// the old one's clients are fenced (package leasefence): whatever it still has in flight when
+// the old one's clients are fenced (leasefence.go): whatever it still has in flight when
 // the process resumes from a pause cannot write.
 func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) error {
 	log := ctrl.Log.WithName("setup")

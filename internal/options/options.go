@@ -65,7 +65,7 @@ type Options struct {
 	Shard shard.Shard
 	// DefaultServiceAccount is the ServiceAccount, of each custom resource's namespace, that the
 	// Helm actions of kinds whose watches.yaml entry names none run as; "" is the operator's own
-	// identity (package tenant).
+	// identity (package tenancy).
 	DefaultServiceAccount string
 }
 

@@ -4,11 +4,11 @@
 // Helm updates a record with whatever it last read, without a resourceVersion: the last writer
 // wins. That is harmless while one process acts on a release, which leader election ensures for
 // a live leader: it stops acting before its Lease can pass on. A leader that is frozen instead
-// (a long GC pause, a suspended VM, SIGSTOP) does not stop; package leasefence refuses its
-// writes once it resumes, but a request checked just before the freeze may still be sent just
-// after it. Here every update of a record carries the resourceVersion this reconcile read or
-// wrote it with, so such a straggler gets a conflict and its action fails, instead of
-// overwriting newer state; the next reconcile reads afresh.
+// (a long GC pause, a suspended VM, SIGSTOP) does not stop; the operator's lease fence
+// (operator/leasefence.go) refuses its writes once it resumes, but a request checked just
+// before the freeze may still be sent just after it. Here every update of a record carries the
+// resourceVersion this reconcile read or wrote it with, so such a straggler gets a conflict and
+// its action fails, instead of overwriting newer state; the next reconcile reads afresh.
 package releasestore
 
 import (

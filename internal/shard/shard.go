@@ -3,7 +3,7 @@
 //
 //   - a user picks a resource's shard with the label Label; every shard's caches select only its
 //     resources (a label selector), and only its release objects (the managed label carries the
-//     shard, package managedlabel), so memory divides with the fleet;
+//     shard, names.ManagedLabel), so memory divides with the fleet;
 //   - the default shard owns the resources whose label names no shard of the fleet (none, or a
 //     shard that does not exist): no resource is left without an owner;
 //   - each shard elects its leader on a Lease of its own, so a shard's standby replica takes over

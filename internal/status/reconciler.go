@@ -56,7 +56,7 @@ type Reconciler struct {
 	// status must not lag behind its Deployments.
 	MaxConcurrentReconciles int
 	// Gone is told of a resource found deleted, so that every store of what is remembered of
-	// it forgets it (package remembered; an uninstall forgets some already, but a resource can
+	// it forgets it (controller.Remembered; an uninstall forgets some already, but a resource can
 	// also go without one).
 	Gone func(types.NamespacedName)
 	// Shard is the part of the fleet this process owns: it writes the status of no other's.

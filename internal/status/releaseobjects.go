@@ -20,7 +20,7 @@ import (
 type Ref struct {
 	GVK             schema.GroupVersionKind
 	Namespace, Name string
-	// Managed is the object's managed label value in the manifest (package managedlabel).
+	// Managed is the object's managed label value in the manifest (names.ManagedLabel).
 	Managed string
 }
 

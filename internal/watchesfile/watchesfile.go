@@ -1,9 +1,9 @@
 // Package watchesfile loads watches.yaml: helm-operator-plugins' loader (charts, defaults,
 // overrideValues expansion) plus the keys it does not know and the stock operator-sdk
-// helm-operator does (dryRunOption), and this operator's own (reach, package reach;
-// serviceAccountName, package tenant; rollout, package rollout). A key that none knows is an error at start: the plugins'
-// loader ignores it, and a misspelt key (reconcilePeriod as reconcileperiod) would silently do
-// nothing.
+// helm-operator does (dryRunOption), and this operator's own (reach and serviceAccountName,
+// package tenancy; rollout, package rollout). A key that none knows is an error at start: the
+// plugins' loader ignores it, and a misspelt key (reconcilePeriod as reconcileperiod) would
+// silently do nothing.
 package watchesfile
 
 import (
@@ -40,7 +40,7 @@ type Watch struct {
 	// Reach is what the kind's releases may touch beyond their custom resource's namespace.
 	Reach tenancy.Policy
 	// ServiceAccountName is the ServiceAccount, of each custom resource's namespace, that the
-	// kind's Helm actions run as; "" leaves it to the operator's default (package tenant).
+	// kind's Helm actions run as; "" leaves it to the operator's default (package tenancy).
 	ServiceAccountName string
 	// Rollout is how a new chart rolls out to the kind's fleet (package rollout).
 	Rollout rollout.Policy

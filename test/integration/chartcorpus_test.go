@@ -135,13 +135,13 @@ var corpusObjectKinds = []schema.GroupVersionKind{
 // deliberateDifferences are the metadata keys in which this operator's objects differ from the
 // stock operator's, and why (docs/migration.md).
 var deliberateDifferences = map[string]string{
-	names.ManagedLabel:                    "the label this operator's caches select release objects on (package managedlabel)",
+	names.ManagedLabel:                    "the label this operator's caches select release objects on",
 	"helm.sdk.operatorframework.io/chart": "the label the stock operator's caches select release objects on",
 }
 
 // hookAnnotation marks a Helm hook object. The stock operator gives hook objects an owner
 // reference to their custom resource, for the garbage collector to delete them after it;
-// this operator deletes them itself (actionclient.HooksUninstalled) and gives them none.
+// this operator deletes them itself (the action client, after each uninstall) and gives them none.
 const hookAnnotation = "helm.sh/hook"
 
 // operatorAccount is the ServiceAccount this operator runs as in its namespace: the test's, not
