@@ -166,8 +166,8 @@ func loadSettings() (settings, error) {
 // stage copies every binary the bench runs into the bench directory, and the bench runs the
 // copies. How a file was written shows in the peak RSS of a process that runs it: the pages of
 // a binary the linker has just written are mapped in larger runs at each fault than those of a
-// binary written by a plain copy (measured: tens of MiB for the same build). Copies written
-// alike compare alike, whichever was built last.
+// binary written by a plain copy (docs/performance.md says by how much). Copies written alike
+// compare alike, whichever was built last.
 func (s *settings) stage() error {
 	bins := []*string{&s.ourBin, &s.stockBin, &s.pluginsBin}
 	for i := range s.builds {
