@@ -1,6 +1,7 @@
 package actionclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -193,6 +194,16 @@ func (c *reconcileClient) reread() {
 	c.read = true
 }
 
+// recorder returns what records the reads of the next rendering on c's configuration, started;
+// nil when the configuration records nothing.
+func (c *reconcileClient) recorder() *renderinputs.Recorder {
+	rec := renderinputs.RecorderOf(c.Config())
+	if rec != nil {
+		rec.Start()
+	}
+	return rec
+}
+
 // during runs f unless the resource was handed over to another shard since the reconcile began.
 func during[T any](c *reconcileClient, f func() (T, error)) (T, error) {
 	if c.o.Shard.Sharded() {
@@ -213,9 +224,7 @@ func (c *reconcileClient) write(rel *release.Release) error {
 
 func (c *reconcileClient) report(o Outcome, start time.Time) {
 	o.Object, o.Duration = c.obj, time.Since(start)
-	if o.Release == "" {
-		o.Release = c.obj.GetName()
-	}
+	o.Release = cmp.Or(o.Release, c.obj.GetName()) // the custom resource's, unless the call names another
 	Events{Recorder: c.o.Recorder}.Observe(o)
 	if c.o.Metrics != nil {
 		c.o.Metrics.Observe(o)
@@ -324,10 +333,7 @@ func (c *reconcileClient) check(cur *release.Release, chrt *chart.Chart, vals ma
 	for {
 		switch Decide(s) {
 		case RenderIt:
-			rec := renderinputs.RecorderOf(c.Config())
-			if rec != nil {
-				rec.Start()
-			}
+			rec := c.recorder()
 			start := time.Now()
 			rel, err := dryRun()
 			c.report(Outcome{Action: Check, Result: rel, Chart: chrt, Err: err}, start)

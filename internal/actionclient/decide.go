@@ -96,7 +96,19 @@ func Decide(s State) Step {
 	}
 	switch s.Call {
 	case Check:
-		return decideCheck(s)
+		// The reconciler's "does the release need an upgrade?" (a dry-run upgrade, after which it
+		// upgrades when the manifest differs or the release is not deployed).
+		switch {
+		case s.Status == release.StatusDeployed && s.Known:
+			return Unchanged
+		case !s.Rendered:
+			return RenderIt
+		case s.Same:
+			return Unchanged // a failed release is upgraded whatever the answer: a retry
+		case s.Held:
+			return Hold
+		}
+		return UpgradeIt
 	case Upgrade:
 		if s.Held {
 			return Hold
@@ -112,20 +124,4 @@ func Decide(s State) Step {
 		}
 	}
 	return Proceed
-}
-
-// decideCheck answers the reconciler's "does the release need an upgrade?" (a dry-run upgrade,
-// after which it upgrades when the manifest differs or the release is not deployed).
-func decideCheck(s State) Step {
-	switch {
-	case s.Status == release.StatusDeployed && s.Known:
-		return Unchanged
-	case !s.Rendered:
-		return RenderIt
-	case s.Same:
-		return Unchanged // a failed release is upgraded whatever the answer: a retry
-	case s.Held:
-		return Hold
-	}
-	return UpgradeIt
 }

@@ -122,17 +122,13 @@ func (d *Digests) knows(key shard.Key, cur *release.Release, dg digests) bool {
 	if v, ok := d.known.Load(key); ok && v.(knownRendering).Version == cur.Version {
 		return v.(knownRendering).Digest == dg.all
 	}
-	// Not seen by this process: the labels tell, unless the rendering looked anything up.
-	if ownLabels(cur) && cur.Labels[DigestLabel] == dg.all && cur.Labels[LookupsLabel] == "0" {
+	// Not seen by this process: the labels tell when they were written for cur, not copied from an
+	// earlier revision (RevisionLabel), unless the rendering looked anything up.
+	if cur.Labels[RevisionLabel] == strconv.Itoa(cur.Version) && cur.Labels[DigestLabel] == dg.all && cur.Labels[LookupsLabel] == "0" {
 		d.known.Store(key, knownRendering{Version: cur.Version, Digest: dg.all})
 		return true
 	}
 	return false
-}
-
-// ownLabels reports whether cur's labels were written for cur, not copied from an earlier revision.
-func ownLabels(cur *release.Release) bool {
-	return cur.Labels[RevisionLabel] == strconv.Itoa(cur.Version)
 }
 
 // remember records that revision version renders from dg, having read reads: known when it
@@ -156,13 +152,11 @@ func (d *Digests) remember(c *reconcileClient, version int, dg digests, reads []
 // and returns cur with the digest labels to record on it, nil when it carries them.
 func (d *Digests) prove(c *reconcileClient, cur *release.Release, dg digests, reads []renderinputs.Read) *release.Release {
 	d.remember(c, cur.Version, dg, reads)
-	want := digestLabels(dg, len(reads), cur.Version)
-	if cur.Labels[DigestLabel] == want[DigestLabel] && cur.Labels[ChartDigestLabel] == want[ChartDigestLabel] &&
-		cur.Labels[LookupsLabel] == want[LookupsLabel] && ownLabels(cur) {
+	rel := *cur
+	rel.Labels = mergeLabels(cur.Labels, digestLabels(dg, len(reads), cur.Version))
+	if maps.Equal(rel.Labels, cur.Labels) {
 		return nil
 	}
-	rel := *cur
-	rel.Labels = mergeLabels(cur.Labels, want)
 	return &rel
 }
 
@@ -180,11 +174,7 @@ func (d *Digests) recording(c *reconcileClient, chrt *chart.Chart, vals map[stri
 		d.Forget(c.key)
 		return nil
 	}
-	r := &recording{dg: dg, revision: revision, reads: renderinputs.RecorderOf(c.Config())}
-	if r.reads != nil {
-		r.reads.Start()
-	}
-	return r
+	return &recording{dg: dg, revision: revision, reads: c.recorder()}
 }
 
 // labels returns the labels of the revision the action writes. The count of lookups follows the
@@ -225,10 +215,8 @@ func digestLabels(d digests, lookups, revision int) map[string]string {
 }
 
 func mergeLabels(labels, add map[string]string) map[string]string {
-	out := maps.Clone(labels)
-	if out == nil {
-		out = map[string]string{}
-	}
+	out := make(map[string]string, len(labels)+len(add))
+	maps.Copy(out, labels)
 	maps.Copy(out, add)
 	return out
 }

@@ -1,10 +1,8 @@
 package caches
 
 import (
-	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +31,14 @@ func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard
 	for _, w := range ws {
 		cr := &unstructured.Unstructured{}
 		cr.SetGroupVersionKind(w.GroupVersionKind)
-		byObject[cr] = cache.ByObject{Label: customResourceSelector(w.Watch, s)}
+		// The custom resources of w that this shard acts on and w's selector takes (an invalid
+		// selector is reported when its reconciler is set up).
+		sel := s.Selector()
+		if watchSel, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
+			reqs, _ := watchSel.Requirements()
+			sel = sel.Add(reqs...)
+		}
+		byObject[cr] = cache.ByObject{Label: sel}
 		filters[w.GroupVersionKind] = CustomResources(s.ClaimedByOther)
 	}
 	opts := cache.Options{
@@ -43,15 +48,4 @@ func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard
 		ByObject:             byObject,
 	}
 	return opts, NewCache(filters, Filter{Update: ReleaseObjectUpdates(ignoreBookkeeping)})
-}
-
-// customResourceSelector picks the custom resources of w that this shard acts on and w's
-// selector takes (an invalid selector is reported when its reconciler is set up).
-func customResourceSelector(w watches.Watch, s shard.Shard) labels.Selector {
-	sel := s.Selector()
-	if ws, err := metav1.LabelSelectorAsSelector(w.Selector); err == nil {
-		reqs, _ := ws.Requirements()
-		sel = sel.Add(reqs...)
-	}
-	return sel
 }

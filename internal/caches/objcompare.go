@@ -30,13 +30,8 @@ func equalField(key string, a, b any, ignore Ignore) bool {
 	rule, ruled := ignore[key]
 	switch r := rule.(type) {
 	case nil:
-		if ruled {
-			return true
-		}
-		if a == nil || b == nil {
-			return a == nil && b == nil
-		}
-		return reflect.DeepEqual(a, b)
+		// A field ruled nil is left out; a missing field (nil) equals only a missing one.
+		return ruled || reflect.DeepEqual(a, b)
 	case Ignore:
 		am, aOK := a.(map[string]any)
 		bm, bOK := b.(map[string]any)

@@ -1,6 +1,7 @@
 package chartapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -185,25 +186,18 @@ func compileOne(env *cel.Env, e Expr, want *cel.Type) (cel.Program, error) {
 }
 
 // typeFits reports whether a statically known result type can be the wanted one: dyn fits
-// anything (it is checked on evaluation), an optional fits through its value, and a whole
-// number may be a number.
+// anything (it is checked on evaluation), null fits anything (it is no value), an
+// optional fits through its value, and a whole number may be a number.
 func typeFits(out, want *cel.Type) bool {
-	if out.Kind() == types.DynKind || out.IsAssignableType(want) {
+	if out.Kind() == types.DynKind || out.Kind() == types.NullTypeKind || out.IsAssignableType(want) {
 		return true
 	}
 	if out.Kind() == types.OpaqueKind && out.TypeName() == "optional_type" && len(out.Parameters()) == 1 {
 		return typeFits(out.Parameters()[0], want)
 	}
-	if out.Kind() == types.NullTypeKind {
-		return true
-	}
 	return want == cel.DoubleType && out == cel.IntType
 }
 
 func (k *Kind) errorAt(line int, what string, err error) error {
-	file := k.File
-	if file == "" {
-		file = FileName
-	}
-	return fmt.Errorf("%s:%d: %s: %w", file, line, what, err)
+	return fmt.Errorf("%s:%d: %s: %w", cmp.Or(k.File, FileName), line, what, err)
 }

@@ -148,31 +148,28 @@ func (e *Expr) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// UnmarshalYAML keeps the line of the check.
+// UnmarshalYAML keeps the line of the check. The node is decoded again on its own to refuse
+// unknown keys: yaml.v3 applies KnownFields only to a Decoder's top level.
 func (c *Check) UnmarshalYAML(n *yaml.Node) error {
 	type plain Check
 	var p plain
-	if err := decodeStrict(n, &p); err != nil {
+	raw, err := yaml.Marshal(n)
+	if err != nil {
 		return err
+	}
+	if err := decodeStrict(raw, &p); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
 	*c = Check(p)
 	c.Line = n.Line
 	return nil
 }
 
-// decodeStrict decodes a node refusing unknown keys (yaml.v3 applies KnownFields only to a
-// Decoder's top level).
-func decodeStrict(n *yaml.Node, out any) error {
-	raw, err := yaml.Marshal(n)
-	if err != nil {
-		return err
-	}
+// decodeStrict decodes a YAML document refusing unknown keys.
+func decodeStrict(raw []byte, out any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
-	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	return nil
+	return dec.Decode(out)
 }
 
 // Load reads the declaration of the chart in chartDir; a chart without one gets the zero Kind.
@@ -218,9 +215,7 @@ var conditionType = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 // by Compile.
 func Parse(raw []byte) (*Kind, error) {
 	var k Kind
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&k); err != nil && !errors.Is(err, io.EOF) {
+	if err := decodeStrict(raw, &k); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	return &k, nil

@@ -81,13 +81,11 @@ func evaluateCondition(c compiledCondition, vars map[string]any) (ConditionValue
 	if !conditionType.MatchString(value.Reason) {
 		return ConditionValue{}, fmt.Errorf("reason %q: UpperCamelCase expected", value.Reason)
 	}
-	if c.message != nil {
-		message, err := evaluate(c.message, vars, "string")
-		if err != nil {
-			return ConditionValue{}, fmt.Errorf("message: %w", err)
-		}
-		value.Message, _ = message.(string)
+	message, err := evaluate(c.message, vars, "string") // nil, without a message expression
+	if err != nil {
+		return ConditionValue{}, fmt.Errorf("message: %w", err)
 	}
+	value.Message, _ = message.(string)
 	return value, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,12 +82,7 @@ func (t Translator) checkSecret(ctx context.Context, namespace string, spec map[
 	case c.Type != "" && string(secret.Type) != c.Type:
 		return fmt.Errorf("%s: Secret %q has type %q, want %q", field, name, secret.Type, c.Type)
 	}
-	var missing []string
-	for _, k := range c.Keys {
-		if len(secret.Data[k]) == 0 {
-			missing = append(missing, k)
-		}
-	}
+	missing := slices.DeleteFunc(slices.Clone(c.Keys), func(k string) bool { return len(secret.Data[k]) > 0 })
 	if len(missing) > 0 {
 		return fmt.Errorf("%s: Secret %q lacks %s", field, name, strings.Join(missing, " and "))
 	}

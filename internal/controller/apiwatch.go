@@ -51,9 +51,6 @@ type capabilityReader struct {
 
 // reads reports whether the rendering for a custom resource reads the cluster's capabilities.
 func (k capabilityReader) reads(cr *unstructured.Unstructured) bool {
-	if !k.use.Any() {
-		return false
-	}
 	spec, _ := json.Marshal(cr.Object["spec"])
 	r := k.use.Reads(append(spec, k.overrides...))
 	return r.KubeVersion || r.APIVersions
@@ -80,19 +77,17 @@ func (a *apiWatch) Start(ctx context.Context) error {
 	for _, k := range a.kinds {
 		apiChanges().WithLabelValues(k.gvk.Kind).Add(0)
 	}
-	changed := func(any) { a.schedule(ctx) }
+	changed := func(any) {
+		if a.pending.CompareAndSwap(false, true) {
+			time.AfterFunc(apiSettle, func() {
+				a.pending.Store(false)
+				a.refresh(ctx)
+			})
+		}
+	}
 	return runInformer(ctx, a.cache, apiServiceGVK, toolscache.ResourceEventHandlerFuncs{
 		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
 	})
-}
-
-func (a *apiWatch) schedule(ctx context.Context) {
-	if a.pending.CompareAndSwap(false, true) {
-		time.AfterFunc(apiSettle, func() {
-			a.pending.Store(false)
-			a.refresh(ctx)
-		})
-	}
 }
 
 // runInformer has h handle the events of the metadata of gvk's objects in c until ctx ends.

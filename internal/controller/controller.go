@@ -7,6 +7,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -92,8 +93,7 @@ type shared struct {
 	metrics *actionclient.Metrics
 	unlock  actionclient.SoleWriter
 	waves   *waves
-	// This process's part of the fleet.
-	shard       shard.Shard
+	// The claims of this process's part of the fleet (options.Options.Shard), and which shards run.
 	shardClaims *shard.Claims
 	running     shard.Liveness
 	// own are the operator's own writes and deletes; absences, the releases known to have no
@@ -124,7 +124,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	own := caches.NewOwnWrites()
 	sh := shared{queues: NewQueues(), own: own, absences: releasestore.NewAbsences(recordIndex{records}),
 		namespaces: namespaces, secrets: secrets, records: records, metrics: metrics, unlock: p.Unlock,
-		shard: o.Shard, shardClaims: shard.NewClaims(), running: p.ShardRunning}
+		shardClaims: shard.NewClaims(), running: p.ShardRunning}
 	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
 		return err
@@ -182,10 +182,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 // ServiceAccountFor is the ServiceAccount the releases of w run as: its own, else the
 // operator's default; "" is the operator's identity.
 func ServiceAccountFor(w watchesfile.Watch, o options.Options) string {
-	if w.ServiceAccountName != "" {
-		return w.ServiceAccountName
-	}
-	return o.DefaultServiceAccount
+	return cmp.Or(w.ServiceAccountName, o.DefaultServiceAccount)
 }
 
 // setupOne sets up the reconcilers of one watch; accounts, when not nil, are the
@@ -222,11 +219,11 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
 	gvk := w.GroupVersionKind
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
-		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: sh.shard, Namespaces: sh.namespaces,
+		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: o.Shard, Namespaces: sh.namespaces,
 		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
 	var digests *actionclient.Digests // nil: every upgrade check is a dry run
 	if o.FastPaths.On(options.FastDigests) {
-		digests = &actionclient.Digests{Lookups: sh.lookups, Stamp: sh.shard.ManagedValue()}
+		digests = &actionclient.Digests{Lookups: sh.lookups, Stamp: o.Shard.ManagedValue()}
 	}
 	selector := ptr.Deref(w.Selector, metav1.LabelSelector{}) // empty: every resource of the kind
 	var gate *rollout.Gate
@@ -257,7 +254,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithEventRecorder(recorder),
 		reconciler.WithActionClientGetter(actionclient.New(actions, actionclient.Options{
 			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Shard: sh.shard, Claims: sh.shardClaims, Writer: mgr.GetClient(), Running: sh.running,
+			Shard: o.Shard, Claims: sh.shardClaims, Writer: mgr.GetClient(), Running: sh.running,
 			Waves: waves, Digests: digests, DryRunOption: w.DryRunOption,
 		})),
 		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
@@ -278,7 +275,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		opts = append(opts, reconciler.WithControllerSetupFunc(accounts.Watch(mgr.GetCache(), w.GroupVersionKind)))
 	}
 	if !s.SkipDependentWatches {
-		dependents := newDependentWatches(mgr.GetScheme(), mgr.GetRESTMapper(), mgr.GetCache())
+		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(),
+			watched: map[dependentWatch]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
 			reconciler.WithPostHook(dependents.postHook())}, opts...)
@@ -293,9 +291,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
 		return capabilityReader{}, err
 	}
-	if sh.shard.Sharded() {
+	if o.Shard.Sharded() {
 		h := &shard.Handover{ClaimCache: sh.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
-			Shard: sh.shard, Claims: sh.shardClaims, Recorder: recorder}
+			Shard: o.Shard, Claims: sh.shardClaims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
 			return capabilityReader{}, err
 		}

@@ -59,10 +59,6 @@ type dependentWatch struct {
 	byOwnerRef bool
 }
 
-func newDependentWatches(scheme *runtime.Scheme, mapper meta.RESTMapper, c cache.Cache) *dependentWatches {
-	return &dependentWatches{scheme: scheme, mapper: mapper, cache: c, watched: map[dependentWatch]bool{}}
-}
-
 // setup keeps the controller the watches are added to (a reconciler.ControllerSetupFunc).
 func (d *dependentWatches) setup(c reconciler.ControllerSetup) error {
 	d.mu.Lock()

@@ -34,23 +34,18 @@ type translating struct {
 	gvk schema.GroupVersionKind
 }
 
-// rename replaces every finalizer among from by to, once, in place of the first.
+// rename replaces every finalizer among from by to, once, in place of the first; obj is left
+// untouched when that changes nothing.
 func rename(obj client.Object, to string, from ...string) {
 	old := obj.GetFinalizers()
-	out := make([]string, 0, len(old))
-	seen, changed := false, false
-	for _, f := range old {
-		if f == to || slices.Contains(from, f) {
-			changed = changed || f != to || seen
-			if !seen {
-				out = append(out, to)
-				seen = true
-			}
-			continue
-		}
-		out = append(out, f)
+	named := func(f string) bool { return f == to || slices.Contains(from, f) }
+	first := slices.IndexFunc(old, named)
+	if first < 0 {
+		return
 	}
-	if changed {
+	// Every finalizer before the first named one stays where it is.
+	out := slices.Insert(slices.DeleteFunc(slices.Clone(old), named), first, to)
+	if !slices.Equal(out, old) {
 		obj.SetFinalizers(out)
 	}
 }

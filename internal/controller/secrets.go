@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	corev1 "k8s.io/api/core/v1"
@@ -54,11 +55,8 @@ func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKi
 	for _, item := range list.Items {
 		field, _, _ := unstructured.NestedFieldNoCopy(item.Object, "spec")
 		spec, _ := field.(map[string]any)
-		for _, p := range paths {
-			if chartapi.ValueAt(spec, p) == secret.GetName() {
-				requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
-				break
-			}
+		if slices.ContainsFunc(paths, func(p string) bool { return chartapi.ValueAt(spec, p) == secret.GetName() }) {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
 		}
 	}
 	return requests

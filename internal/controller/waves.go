@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"strings"
@@ -35,10 +36,8 @@ const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namesp
 // RolloutNamespace is the namespace of the rollout state: --rollout-state-namespace, else the
 // leader election namespace, else the operator's own in a cluster; "" where none is known.
 func RolloutNamespace(o options.Options) string {
-	for _, ns := range []string{o.RolloutNamespace, o.LeaderElectionNamespace} {
-		if ns != "" {
-			return ns
-		}
+	if ns := cmp.Or(o.RolloutNamespace, o.LeaderElectionNamespace); ns != "" {
+		return ns
 	}
 	raw, err := os.ReadFile(inClusterNamespace)
 	if err != nil {
@@ -72,7 +71,7 @@ func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared
 		}
 		out := make([]client.Object, 0, len(list.Items))
 		for i := range list.Items {
-			if !sh.shard.ClaimedByOther(&list.Items[i]) {
+			if !o.Shard.ClaimedByOther(&list.Items[i]) {
 				out = append(out, &list.Items[i])
 			}
 		}

@@ -92,10 +92,9 @@ func New(next helmclient.ActionConfigGetter, dc discovery.DiscoveryInterface, ma
 func (g *Getter) ActionConfigFor(ctx context.Context, obj client.Object) (*action.Configuration, error) {
 	var gone *tenancy.MissingError
 	if g.accounts != nil {
-		if err := g.accounts.Check(ctx, obj.GetNamespace()); err != nil {
-			if !errors.As(err, &gone) || obj.GetDeletionTimestamp() == nil {
-				return nil, err
-			}
+		// A missing ServiceAccount (gone) stops only the actions of a custom resource not being deleted.
+		if err := g.accounts.Check(ctx, obj.GetNamespace()); err != nil && (!errors.As(err, &gone) || obj.GetDeletionTimestamp() == nil) {
+			return nil, err
 		}
 	}
 	cfg, err := g.next.ActionConfigFor(ctx, obj)
@@ -175,11 +174,10 @@ func (g *Getter) Refresh() (bool, error) {
 func (g *Getter) capabilities() (*chartutil.Capabilities, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.caps != nil && g.now().Sub(g.capsAt) < TTL {
-		return g.caps, nil
-	}
-	if err := g.learnLocked(); err != nil {
-		return nil, err
+	if g.caps == nil || g.now().Sub(g.capsAt) >= TTL {
+		if err := g.learnLocked(); err != nil {
+			return nil, err
+		}
 	}
 	return g.caps, nil
 }

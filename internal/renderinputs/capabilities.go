@@ -50,18 +50,20 @@ func AnalyseChart(chrt *chart.Chart) (CapabilityUse, error) {
 			use.KubeVersion = true
 		}
 		for _, t := range c.Templates {
-			trees, err := parseTemplate(t.Name, string(t.Data))
-			if err != nil {
+			// Parsed (with the templates it defines) as Helm's engine does, but without knowing the
+			// functions: only the structure matters here.
+			trees := map[string]*parse.Tree{}
+			p := parse.New(t.Name)
+			p.Mode = parse.SkipFuncCheck
+			if _, err := p.Parse(string(t.Data), "", "", trees); err != nil {
 				return fmt.Errorf("chart %s: %w", c.Name(), err)
 			}
 			for _, tree := range trees {
 				walk(tree.Root, &use)
 			}
 		}
-		for _, f := range c.Files {
-			if bytes.Contains(f.Data, []byte(capabilitiesField)) {
-				use.filesMention = true
-			}
+		if slices.ContainsFunc(c.Files, func(f *chart.File) bool { return bytes.Contains(f.Data, []byte(capabilitiesField)) }) {
+			use.filesMention = true
 		}
 		for _, dep := range c.Dependencies() {
 			if err := walkChart(dep); err != nil {
@@ -71,18 +73,6 @@ func AnalyseChart(chrt *chart.Chart) (CapabilityUse, error) {
 		return nil
 	}
 	return use, walkChart(chrt)
-}
-
-// parseTemplate parses one template file (with the templates it defines) as Helm's engine
-// does, but without knowing the functions: only the structure matters here.
-func parseTemplate(name, text string) (map[string]*parse.Tree, error) {
-	trees := map[string]*parse.Tree{}
-	t := parse.New(name)
-	t.Mode = parse.SkipFuncCheck
-	if _, err := t.Parse(text, "", "", trees); err != nil {
-		return nil, err
-	}
-	return trees, nil
 }
 
 // walk records in use every reference to the capabilities below n.

@@ -82,11 +82,9 @@ func RecorderOf(cfg *action.Configuration) *Recorder {
 // new Recorder, after guard (nil: none) has checked it: a read guard refuses is not sent, and the
 // template's lookup fails with guard's error. Helm builds its lookup clients from the REST config
 // of cfg.RESTClientGetter, which nothing else of an install or upgrade uses to read objects: the
-// kube client was built before, from the getter it keeps.
+// kube client was built before, from the getter it keeps. cfg.RESTClientGetter must be set.
 func InstallRecorder(cfg *action.Configuration, guard func(Read) error) {
-	if cfg.RESTClientGetter != nil {
-		cfg.RESTClientGetter = &recordingGetter{RESTClientGetter: cfg.RESTClientGetter, recorder: &Recorder{guard: guard}}
-	}
+	cfg.RESTClientGetter = &recordingGetter{RESTClientGetter: cfg.RESTClientGetter, recorder: &Recorder{guard: guard}}
 }
 
 type recordingGetter struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -64,8 +63,6 @@ func NewGate() *Gate {
 		kick: make(chan struct{}, 1), pollEvery: pollInterval}
 }
 
-func memberKey(key types.NamespacedName) string { return key.Namespace + "/" + key.Name }
-
 func (g *Gate) wakeRunner() {
 	select {
 	case g.kick <- struct{}{}:
@@ -87,7 +84,7 @@ func (g *Gate) Hold(obj client.Object, specChanged bool) bool {
 		delete(g.held, key)
 		return false
 	}
-	if m, ok := g.state.Members[memberKey(key)]; ok && g.loaded {
+	if m, ok := g.state.Members[key.String()]; ok && g.loaded {
 		return g.state.Halted != "" && m.Phase == PhaseAdmitted
 	}
 	if g.loaded && g.state.Halted == "" && specChanged {
@@ -112,7 +109,7 @@ func (g *Gate) UpToDate(obj client.Object) {
 		g.seen[key] = true
 	}
 	delete(g.held, key)
-	if m, ok := g.state.Members[memberKey(key)]; ok && m.Phase == PhaseAdmitted {
+	if m, ok := g.state.Members[key.String()]; ok && m.Phase == PhaseAdmitted {
 		g.setPhase(key, m, PhaseUpgraded, "")
 	}
 	g.wakeRunner()
@@ -124,7 +121,7 @@ func (g *Gate) Upgraded(obj client.Object, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.held, key)
-	m, ok := g.state.Members[memberKey(key)]
+	m, ok := g.state.Members[key.String()]
 	if !ok || (m.Phase != PhaseAdmitted && m.Phase != PhaseUpgraded) {
 		return // not in a wave (a spec change, an override), or already judged
 	}
@@ -138,7 +135,7 @@ func (g *Gate) Upgraded(obj client.Object, err error) {
 
 func (g *Gate) setPhase(key types.NamespacedName, m Member, p Phase, message string) {
 	m.Phase, m.Since, m.Message = p, metav1.Now(), message
-	g.state.Members[memberKey(key)] = m
+	g.state.Members[key.String()] = m
 	g.dirty = true
 }
 
@@ -150,7 +147,7 @@ func (g *Gate) Held(key types.NamespacedName) (string, bool) {
 	if g.state.Halted == "" {
 		return "", false
 	}
-	if _, held := g.held[key]; !held && g.state.Members[memberKey(key)].Phase != PhaseAdmitted {
+	if _, held := g.held[key]; !held && g.state.Members[key.String()].Phase != PhaseAdmitted {
 		return "", false
 	}
 	return fmt.Sprintf("this release stays on the chart it has: the rollout of chart %.12s %s; a new chart restarts "+
@@ -164,8 +161,8 @@ func (g *Gate) Forget(key types.NamespacedName) {
 	defer g.mu.Unlock()
 	delete(g.held, key)
 	delete(g.seen, key)
-	if _, ok := g.state.Members[memberKey(key)]; ok {
-		delete(g.state.Members, memberKey(key))
+	if _, ok := g.state.Members[key.String()]; ok {
+		delete(g.state.Members, key.String())
 		g.dirty = true
 	}
 }
@@ -330,14 +327,13 @@ func (g *Gate) resume(now time.Time) (again []types.NamespacedName, handled bool
 		return nil, true
 	}
 	g.state.Halted = ""
-	for k, m := range g.state.Members {
-		if m.Phase == PhaseFailed {
+	for _, k := range slices.Sorted(maps.Keys(g.state.Members)) {
+		if m := g.state.Members[k]; m.Phase == PhaseFailed {
 			m.Phase, m.Since, m.Message = PhaseAdmitted, metav1.NewTime(now), ""
 			g.state.Members[k] = m
 			again = append(again, keyOf(k))
 		}
 	}
-	sort.Slice(again, func(i, j int) bool { return memberKey(again[i]) < memberKey(again[j]) })
 	return again, true
 }
 
@@ -373,7 +369,7 @@ func (g *Gate) readHealth(ctx context.Context) (verdicts map[types.NamespacedNam
 // judge moves the releases read Ready on, and fails those past the timeout.
 func (g *Gate) judge(verdicts map[types.NamespacedName]string, now time.Time) {
 	for key, why := range verdicts {
-		m, ok := g.state.Members[memberKey(key)]
+		m, ok := g.state.Members[key.String()]
 		if !ok || m.Phase != PhaseUpgraded {
 			continue
 		}
@@ -407,13 +403,14 @@ func (g *Gate) haltPastBudget() []types.NamespacedName {
 	if len(failed) <= g.Settings.MaxFailures {
 		return nil
 	}
-	sort.Strings(failed)
+	slices.Sort(failed)
 	g.state.Halted = fmt.Sprintf("halted: %d release(s) failed, %d tolerated: %s", len(failed),
 		g.Settings.MaxFailures, strings.Join(failed, "; "))
 	g.dirty = true
 	return keys
 }
 
+// keyOf is the release of a member key, which is its key's String(): namespace/name.
 func keyOf(member string) types.NamespacedName {
 	ns, name, _ := strings.Cut(member, "/")
 	return types.NamespacedName{Namespace: ns, Name: name}
@@ -452,11 +449,11 @@ func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName
 	}
 	candidates := make([]types.NamespacedName, 0, len(g.held))
 	for k := range g.held {
-		if _, member := g.state.Members[memberKey(k)]; !member {
+		if _, member := g.state.Members[k.String()]; !member {
 			candidates = append(candidates, k)
 		}
 	}
-	sort.Slice(candidates, func(i, j int) bool { return memberKey(candidates[i]) < memberKey(candidates[j]) })
+	slices.SortFunc(candidates, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	wave := g.state.Wave + 1
 	var chosen []types.NamespacedName
 	if wave == 0 && g.Settings.CanarySelector != nil {
@@ -478,7 +475,7 @@ func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName
 	}
 	g.state.Wave = wave
 	for _, k := range chosen {
-		g.state.Members[memberKey(k)] = Member{Wave: wave, Phase: PhaseAdmitted, Since: metav1.NewTime(now)}
+		g.state.Members[k.String()] = Member{Wave: wave, Phase: PhaseAdmitted, Since: metav1.NewTime(now)}
 		delete(g.held, k)
 	}
 	g.dirty = true

@@ -77,7 +77,7 @@ func newFixture(t *testing.T, names ...string) *fixture {
 	}
 	g.Wake = func(key types.NamespacedName) {
 		// A wave's releases may upgrade only once it is saved.
-		if _, saved := f.store.stored.Members[memberKey(key)]; !saved {
+		if _, saved := f.store.stored.Members[key.String()]; !saved {
 			t.Errorf("%s woken before its admission was saved", key)
 		}
 		f.woken = append(f.woken, key.Name)

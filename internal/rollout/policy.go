@@ -63,10 +63,8 @@ type Defaults struct {
 
 // Check reports a policy that cannot be used.
 func (p Policy) Check() error {
-	if p.CanarySelector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(p.CanarySelector); err != nil {
-			return fmt.Errorf("canarySelector: %w", err)
-		}
+	if _, err := metav1.LabelSelectorAsSelector(p.CanarySelector); err != nil { // nil: no error
+		return fmt.Errorf("canarySelector: %w", err)
 	}
 	return p.Merge(Defaults{Canaries: 1, Growth: 2, Timeout: time.Minute}).Check()
 }

@@ -32,7 +32,7 @@ type State struct {
 	Target string `json:"target"`
 	// Wave is the last wave admitted; -1 before the first.
 	Wave int `json:"wave"`
-	// Members are the releases admitted, by namespace/name.
+	// Members are the releases admitted, by namespace/name (types.NamespacedName.String).
 	Members map[string]Member `json:"members,omitempty"`
 	// Halted says why the rollout stopped; empty while it runs.
 	Halted string `json:"halted,omitempty"`
@@ -124,5 +124,3 @@ func (s Store) Save(ctx context.Context, st State) error {
 	}
 	return nil
 }
-
-// since returns the time a member entered its phase.

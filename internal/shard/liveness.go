@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -37,10 +38,7 @@ func held(lease *coordinationv1.Lease, now time.Time) bool {
 	if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.LeaseDurationSeconds == nil {
 		return false
 	}
-	renewed := s.AcquireTime
-	if s.RenewTime != nil {
-		renewed = s.RenewTime
-	}
+	renewed := cmp.Or(s.RenewTime, s.AcquireTime) // the last renewal, else the acquisition
 	if renewed == nil {
 		return false
 	}

@@ -120,10 +120,8 @@ func carryOver(cached, u *unstructured.Unstructured) {
 	was, _ := cached.Object["status"].(map[string]any)
 	now, _ := u.Object["status"].(map[string]any)
 	for field, v := range was {
-		if field == names.StatusConditions || field == names.StatusDeployedRelease { // the plugins' updater writes them
-			continue
-		}
-		if _, set := now[field]; set {
+		// u's own fields stay, and conditions and deployedRelease are the plugins' updater's to write.
+		if _, set := now[field]; set || field == names.StatusConditions || field == names.StatusDeployedRelease {
 			continue
 		}
 		if now == nil {

@@ -107,14 +107,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 		return changed(e.ObjectOld, e.ObjectNew)
 	}}}
 	r.objects = caches.Unfiltered(mgr.GetCache())
-	r.owned = coalesced(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner()))
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	r.owned = coalescing{handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner())}
+	r.controller, err = ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalesced(&handler.EnqueueRequestForObject{}), forPredicates...)).
+		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalescing{&handler.EnqueueRequestForObject{}}, forPredicates...)).
 		WatchesRawSource(source.Channel(r.Applied.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Build(r)
-	r.controller = c
 	return err
 }
 
@@ -242,25 +241,34 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 // the cache (release objects are cached by their label), without copying them: they are only
 // read. Objects the cache holds typed are converted to the maps that expressions and kstatus read.
 func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedName) ([]ReleaseObject, bool, error) {
+	return r.readObjects(key, func(ref Ref) (map[string]any, error) {
+		if err := r.watch(ref.GVK); err != nil {
+			return nil, err
+		}
+		live := caches.ReleaseObject(r.scheme, ref.GVK)
+		err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
+		if err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return caches.Content(live, ref.GVK)
+	})
+}
+
+// readObjects returns the objects of the release last applied to key (false when none is known
+// yet), each read with get (nil, nil: not found) unless it is opaque or outside the namespaces
+// the operator's caches hold.
+func (r *Reconciler) readObjects(key types.NamespacedName, get func(Ref) (map[string]any, error)) ([]ReleaseObject, bool, error) {
 	refs, known := r.Applied.Manifests.Known(key)
 	if !known {
 		return nil, false, nil
 	}
 	out := make([]ReleaseObject, 0, len(refs))
 	for _, ref := range refs {
-		o := ReleaseObject{Ref: ref, Unfollowed: r.unfollowed(ref)}
+		_, watched := r.Namespaces[ref.Namespace]
+		o := ReleaseObject{Ref: ref, Unfollowed: r.Namespaces != nil && ref.Namespace != "" && !watched}
 		if !ref.Opaque() && !o.Unfollowed {
-			if err := r.watch(ref.GVK); err != nil {
-				return nil, true, err
-			}
-			live := caches.ReleaseObject(r.scheme, ref.GVK)
-			err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
-			switch {
-			case err == nil:
-				if o.Live, err = caches.Content(live, ref.GVK); err != nil {
-					return nil, true, err
-				}
-			case !apierrors.IsNotFound(err):
+			var err error
+			if o.Live, err = get(ref); err != nil {
 				return nil, true, err
 			}
 		}
@@ -269,35 +277,24 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 	return out, true, nil
 }
 
-// unfollowed reports whether an object is outside the namespaces the operator's caches hold.
-func (r *Reconciler) unfollowed(ref Ref) bool {
-	_, watched := r.Namespaces[ref.Namespace]
-	return r.Namespaces != nil && ref.Namespace != "" && !watched
-}
-
 // ReadyLive tells whether a release is Ready by the rules of the Ready condition, over its
 // objects as reader (the apiserver) has them now: a cache may not have seen the release's last
 // upgrade yet, and would call a Deployment that has not started rolling out ready. It returns
 // why not when it is not.
 func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key types.NamespacedName) (bool, string, error) {
-	refs, known := r.Applied.Manifests.Known(key)
-	if !known {
-		return false, "its objects are not known yet", nil
-	}
-	objects := make([]ReleaseObject, 0, len(refs))
-	for _, ref := range refs {
-		o := ReleaseObject{Ref: ref, Unfollowed: r.unfollowed(ref)}
-		if !ref.Opaque() && !o.Unfollowed {
-			live := &unstructured.Unstructured{}
-			live.SetGroupVersionKind(ref.GVK)
-			switch err := reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live); {
-			case err == nil:
-				o.Live = live.Object
-			case !apierrors.IsNotFound(err):
-				return false, "", err
-			}
+	objects, known, err := r.readObjects(key, func(ref Ref) (map[string]any, error) {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(ref.GVK)
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
+			return nil, client.IgnoreNotFound(err)
 		}
-		objects = append(objects, o)
+		return live.Object, nil
+	})
+	switch {
+	case err != nil:
+		return false, "", err
+	case !known:
+		return false, "its objects are not known yet", nil
 	}
 	if c := Ready(true, objects); c.Status != "True" {
 		return false, c.Message, nil
@@ -390,10 +387,8 @@ const (
 	conflictRetry = coalesceDelay
 )
 
-// coalesced delays every request the handler enqueues by coalesceDelay; the queue holds one
+// coalescing delays every request the handler enqueues by coalesceDelay; the queue holds one
 // entry per resource, so the events of that window share one reconcile.
-func coalesced(h handler.EventHandler) handler.EventHandler { return coalescing{h} }
-
 type coalescing struct{ handler.EventHandler }
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -70,9 +70,27 @@ func (m *ManifestRefs) Learn(key types.NamespacedName, manifest string, namespac
 	if ok && p.digest == digest {
 		return false, nil
 	}
-	refs, err := parseManifest(manifest, key.Namespace, namespaced)
-	if err != nil {
-		return false, err
+	docs := releaseutil.SplitManifests(manifest)
+	keys := slices.Collect(maps.Keys(docs))
+	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
+	refs := make([]Ref, 0, len(keys))
+	for _, k := range keys {
+		var h objectHeader
+		if err := yaml.Unmarshal([]byte(docs[k]), &h); err != nil {
+			return false, fmt.Errorf("release manifest: %w", err)
+		}
+		if h.Kind == "" {
+			continue
+		}
+		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
+			Managed: h.Metadata.Labels[names.ManagedLabel]}
+		switch {
+		case !namespaced(ref.GVK):
+			ref.Namespace = ""
+		case ref.Namespace == "":
+			ref.Namespace = key.Namespace
+		}
+		refs = append(refs, ref)
 	}
 	m.mu.Lock()
 	m.parsed[key] = parsedManifest{digest: digest, refs: refs}
@@ -103,6 +121,7 @@ func (m *ManifestRefs) Size() int {
 	return len(m.parsed)
 }
 
+// objectHeader is what Learn reads of each object of a manifest.
 type objectHeader struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -111,30 +130,4 @@ type objectHeader struct {
 		Namespace string            `json:"namespace"`
 		Labels    map[string]string `json:"labels"`
 	} `json:"metadata"`
-}
-
-func parseManifest(manifest, namespace string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
-	docs := releaseutil.SplitManifests(manifest)
-	keys := slices.Collect(maps.Keys(docs))
-	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
-	refs := make([]Ref, 0, len(keys))
-	for _, k := range keys {
-		var h objectHeader
-		if err := yaml.Unmarshal([]byte(docs[k]), &h); err != nil {
-			return nil, fmt.Errorf("release manifest: %w", err)
-		}
-		if h.Kind == "" {
-			continue
-		}
-		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
-			Managed: h.Metadata.Labels[names.ManagedLabel]}
-		switch {
-		case !namespaced(ref.GVK):
-			ref.Namespace = ""
-		case ref.Namespace == "":
-			ref.Namespace = namespace
-		}
-		refs = append(refs, ref)
-	}
-	return refs, nil
 }

@@ -9,6 +9,7 @@
 package tenancy
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,10 +68,7 @@ type Object struct {
 }
 
 func (o Object) String() string {
-	name := o.Name
-	if name == "" {
-		name = "(list)"
-	}
+	name := cmp.Or(o.Name, "(list)")
 	kind := KindName(o.GroupKind)
 	switch {
 	case !o.Namespaced:
