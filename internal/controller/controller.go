@@ -197,7 +197,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		absences = nil
 	}
 	account := ServiceAccountFor(w, o) // the identity of accounts, when not nil
-	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account, releasestore.Driver(sh.own, absences))
+	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account, releasestore.Driver(sh.own, absences, o.FastPaths.On(options.FastRecordEncoding)))
 	if err != nil {
 		return capabilityReader{}, err
 	}

@@ -19,10 +19,13 @@ const (
 	// FastBookkeeping drops updates of release objects that change only what the cluster's
 	// controllers keep for themselves (the Deployment revision), beside the plugins' own rule.
 	FastBookkeeping = "bookkeeping"
+	// FastRecordEncoding encodes release records with pooled compressors instead of Helm's new
+	// compressor at the best compression per record.
+	FastRecordEncoding = "record-encoding"
 )
 
 // AllFastPaths lists every fast path.
-var AllFastPaths = []string{FastDigests, FastEmptyHistory, FastBookkeeping}
+var AllFastPaths = []string{FastDigests, FastEmptyHistory, FastBookkeeping, FastRecordEncoding}
 
 // FastPaths is the set of fast paths the operator takes. As a flag: true (every one, the
 // default), false (none: helm-operator-plugins' and Helm's own path for each), or a

@@ -118,7 +118,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Var(&o.FastPaths, FastPathsFlag,
 		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run ("+FastDigests+"), "+
 			"a new release's empty history answered from the record cache ("+FastEmptyHistory+"), updates of release objects "+
-			"that change only the Deployment revision ignored ("+FastBookkeeping+"). true takes every one; "+
+			"that change only the Deployment revision ignored ("+FastBookkeeping+"), release records encoded with pooled "+
+			"compressors ("+FastRecordEncoding+"). true takes every one; "+
 			"false runs helm-operator-plugins' and Helm's own path for each (the same outcome, at their cost); a "+
 			"comma-separated list takes those named.")
 	fs.Float64Var(new(float64), "chart-rollout-rate", 0,

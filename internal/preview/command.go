@@ -115,7 +115,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 	for _, w := range entries {
 		account := controller.ServiceAccountFor(w, o)
 		// A dry run stores nothing: the storage is Helm's own encoding, which the operator reads too.
-		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(nil, nil))
+		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(nil, nil, false))
 		if err != nil {
 			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}

@@ -31,8 +31,9 @@ import (
 
 // Driver is a storage driver mapper for helm-operator-plugins' action config getter; own learns
 // every record written or deleted through it; absences, if not nil, answers the history reads of
-// releases without a record (absence.go).
-func Driver(own *caches.OwnWrites, absences *Absences) helmclient.ObjectToStorageDriverMapper {
+// releases without a record (absence.go); pooled encodes records with pooled compressors
+// (encode.go), else Helm's Secrets driver does.
+func Driver(own *caches.OwnWrites, absences *Absences, pooled bool) helmclient.ObjectToStorageDriverMapper {
 	return func(_ context.Context, obj client.Object, cfg *rest.Config) (driver.Driver, error) {
 		cs, err := corev1client.NewForConfig(cfg)
 		if err != nil {
@@ -43,7 +44,11 @@ func Driver(own *caches.OwnWrites, absences *Absences) helmclient.ObjectToStorag
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 		versioned := Versioned(OwnedBy(secrets, obj.GetUID())).(*versioned)
 		versioned.namespace, versioned.own = obj.GetNamespace(), own
-		return wrapAbsences(driver.NewSecrets(versioned), absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
+		var d driver.Driver = driver.NewSecrets(versioned)
+		if pooled {
+			d = &pooledSecrets{Secrets: driver.NewSecrets(versioned), impl: versioned}
+		}
+		return wrapAbsences(d, absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
 	}
 }
 

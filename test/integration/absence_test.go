@@ -49,7 +49,7 @@ func TestAStaleRecordCacheLeavesTheReleaseAlone(t *testing.T) {
 	actionsWith := func(absences *releasestore.Absences) helmclient.ActionInterface {
 		t.Helper()
 		configs, err := helmclient.NewActionConfigGetter(cfg, c.RESTMapper(),
-			helmclient.StorageDriverMapper(releasestore.Driver(nil, absences)))
+			helmclient.StorageDriverMapper(releasestore.Driver(nil, absences, false)))
 		if err != nil {
 			t.Fatal(err)
 		}
