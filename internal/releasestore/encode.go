@@ -26,10 +26,10 @@ import (
 // pooledSecrets is Helm's Secrets driver whose writes encode the record with a gzip compressor
 // from a pool (fast path record-encoding).
 //
-// Helm allocates a new compressor at gzip.BestCompression for every record it writes, hundreds
-// of KiB of tables, twice per install: a large share of what the operator allocates while a
-// fleet converges, and of its garbage collection. A pooled compressor at the default level
-// encodes a record in less time and memory, at nearly the same size.
+// Helm allocates a new compressor at gzip.BestCompression for every record it writes (twice per
+// install or upgrade), and a compressor's tables are large: garbage, and collection, for every
+// action. A pooled compressor at the default level is allocated once per concurrent writer and
+// searches less, for a record of nearly the same size (what it earns: docs/performance.md).
 //
 // The record is the one Helm writes but for the compression level: a Secret of type
 // helm.sh/release.v1 holding the base64 of the gzipped JSON release, with the same labels.

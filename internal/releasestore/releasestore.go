@@ -44,9 +44,10 @@ func Driver(own *caches.OwnWrites, absences *Absences, pooled bool) helmclient.O
 			[]metav1.OwnerReference{*owner}, helmclient.MatchAllSecrets)
 		versioned := Versioned(OwnedBy(secrets, obj.GetUID())).(*versioned)
 		versioned.namespace, versioned.own = obj.GetNamespace(), own
-		var d driver.Driver = driver.NewSecrets(versioned)
+		helms := driver.NewSecrets(versioned)
+		var d driver.Driver = helms
 		if pooled {
-			d = &pooledSecrets{Secrets: driver.NewSecrets(versioned), impl: versioned}
+			d = &pooledSecrets{Secrets: helms, impl: versioned}
 		}
 		return wrapAbsences(d, absences, obj.GetNamespace(), obj.GetDeletionTimestamp() != nil), nil
 	}
