@@ -1,3 +1,16 @@
+// Package actionclient is what happens to a custom resource's Helm release. helm-operator-plugins'
+// reconciler asks its action client getter for a client at the beginning of every reconcile;
+// the getter (Client.begin) gathers what is known of the release once (state.go), asks Decide
+// once (decide.go), and returns one client whose every answer to the reconciler follows that
+// Decision, carried out with Helm 4: the reconciler's reads are answered from what was gathered
+// and write nothing; the claim and the unlock Decide asks for are written before the first
+// action; install, upgrade, drift correction (drift.go) and uninstall run as it says. The
+// reconciler speaks Helm 3's types; seam.go, the one file that knows them, converts.
+//
+// What the upstream client lacks is here too: the upgrade check answered from digests of every
+// input of a rendering instead of a dry run (digest.go, lookups.go), releases left pending by a
+// crash unlocked, hook objects deleted after an uninstall, uninstall-wait, the chart rollout's
+// waves, and Events and metrics of every Helm action (report.go).
 package actionclient
 
 import (
@@ -5,29 +18,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"github.com/go-logr/logr"
+	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
+	"helm.sh/helm/v4/pkg/action"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/postrenderer"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/strvals"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
-// Options configure the action clients the reconciler uses.
+// Options configure the action client of one kind.
 type Options struct {
+	// Chart is the kind's chart; Overrides, the watch's override values, set into every spec.
+	Chart     *chart.Chart
+	Overrides map[string]string
+	// Translate turns a custom resource (overrides set) into values, after the chart's checks.
+	Translate func(context.Context, *unstructured.Unstructured) (map[string]any, error)
+	// Configs gives each custom resource's Helm configuration (helmconfig.Configs).
+	Configs Configs
+	// MaxHistory bounds the revisions kept per release (0: unbounded).
+	MaxHistory int
+	// DryRunOption is Helm's dry-run mode of the upgrade check (watches.yaml dryRunOption); ""
+	// is the plugins' (server).
+	DryRunOption string
+
 	Recorder record.EventRecorder
 	Metrics  *Metrics
 	Unlock   SoleWriter
@@ -41,16 +78,36 @@ type Options struct {
 	// Digests, when set, answers the upgrade check from digests where they know; nil: every
 	// check is a dry run (--fast-paths without digests).
 	Digests *Digests
-	// DryRunOption is Helm's dry-run mode of the upgrade check (watches.yaml dryRunOption); ""
-	// is the reconciler's (server).
-	DryRunOption string
 }
+
+// Configs gives each custom resource's Helm configuration, and what records the lookups of its
+// renderings; log receives Helm's own log lines.
+type Configs interface {
+	For(ctx context.Context, obj client.Object, log logr.Logger) (*action.Configuration, *helmconfig.Recorder, error)
+	// OwnerReferences is the post-renderer that points the objects of obj's release at obj.
+	OwnerReferences(cfg *action.Configuration, obj client.Object) postrenderer.PostRenderer
+}
+
+// Client is the action client of one kind: the reconciler's action client getter (seam.go),
+// and what each reconcile's client shares.
+type Client struct {
+	o Options
+	// translated hands the values a reconcile's client built to the reconciler's value
+	// translator, which the reconciler calls with the same object, later in the reconcile.
+	translated handOver
+}
+
+// New returns the action client of a kind.
+func New(o Options) *Client { return &Client{o: o} }
 
 // WaveGate decides which upgrades may go now (package rollout's Gate).
 type WaveGate interface {
-	// Hold reports whether an upgrade of obj must wait; specChanged says it renders values
-	// other than the deployed release's.
-	Hold(obj client.Object, specChanged bool) bool
+	// Holds reports whether an upgrade of obj must wait; specChanged says it renders values
+	// other than the deployed release's. It writes nothing.
+	Holds(obj client.Object, specChanged bool) bool
+	// Decided tells that the reconcile of obj decided to upgrade it, or to hold its upgrade back
+	// for its wave.
+	Decided(obj client.Object, held bool)
 	// UpToDate tells that obj's release renders what the chart at hand renders.
 	UpToDate(obj client.Object)
 	// Upgraded tells the outcome of an upgrade of obj's release.
@@ -61,403 +118,629 @@ type WaveGate interface {
 // regardless of the check's answer (it upgrades a failed release whatever the check says).
 var ErrHeld = errors.New("held back by the chart rollout: this release waits for its wave")
 
-// New returns the action client getter of the Helm reconciler: over base (the plugins' clients,
-// RollbackChoice), each reconcile gets one client that asks Decide at every call and does what
-// it says, and tells the observers (Events, metrics) the outcome of every call that reaches Helm.
-//
-// The reconciler's calls, in its order, and what this client does with each:
-//   - ActionClientFor begins the reconcile: the claim of a sharded resource is decided (and
-//     written), the release is read once, and a revision an interrupted action left pending is
-//     unlocked (marked failed) when this process may be its only writer. Every later read of the
-//     release by the reconciler is answered from that read until an action changes it.
-//   - the dry-run upgrade (the check) is answered from digests, or by a dry run, and may be held
-//     for the rollout's wave;
-//   - Install, Upgrade and Uninstall (with uninstall-wait) run as Decide says; Reconcile
-//     corrects drift, and records the digests a check proved.
-//
-// Every call on the release of a sharded resource is bracketed by shard.Claims, so that a
-// handover to another shard waits for the calls in flight and none starts after it.
-func New(base helmclient.ActionClientGetter, o Options) helmclient.ActionClientGetter {
-	return helmclient.ActionClientGetterFunc(func(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
-		c := &reconcileClient{o: &o, ctx: ctx, obj: obj,
-			key: shard.Key{GVK: obj.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}}
-		if err := c.begin(base); err != nil {
-			return nil, err
-		}
-		return c, nil
-	})
+// UnlockedDescription begins the description of a revision that was unlocked (marked failed).
+const UnlockedDescription = "marked failed by myproxy-operator"
+
+// reconcile is the client of one reconcile of one custom resource.
+type reconcile struct {
+	c   *Client
+	ctx context.Context // the reconcile's
+	log logr.Logger
+	obj *unstructured.Unstructured
+	key shard.Key
+
+	cfg   *action.Configuration
+	reads *helmconfig.Recorder
+
+	// What was gathered (state.go).
+	state    State
+	decision Decision
+	// cur is the release as read when the reconcile began (or as written since: current); err
+	// what the read, the values or the check's rendering failed with.
+	cur      *release.Release
+	current  bool // cur is the release as stored; false after an action changed it
+	err      error
+	vals     map[string]any
+	dg       digests // of the values and chart at hand; digestible says they could be computed
+	digested bool
+	rendered *release.Release // the check's dry run
+	proved   *release.Release // the deployed revision with the digests its rendering proved
+	// Writes carried out: the claim and the unlock Decision asked for.
+	claimed, unlocked bool
 }
 
-// reconcileClient serves one reconcile of one custom resource.
-type reconcileClient struct {
-	helmclient.ActionInterface // the plugins' client
-	o                          *Options
-	ctx                        context.Context // the reconcile's
-	obj                        client.Object
-	key                        shard.Key
-
-	// read is the release as last read or written: what the reconciler's reads are answered
-	// with (cur, or err) until an action changes it (read false).
-	read bool
-	cur  *release.Release
-	err  error
-
-	// The check's outcome: checked, and held by the rollout; proved, the deployed revision with
-	// the digests a dry run proved it renders, written on its record by Reconcile.
-	checked, held bool
-	proved        *release.Release
-}
-
-// begin decides the claim, reads the release and unlocks it if it is pending.
-func (c *reconcileClient) begin(base helmclient.ActionClientGetter) error {
-	claim, err := c.claim()
-	if err != nil {
-		return err
-	}
-	switch Decide(State{Call: Client, Claim: claim}) {
-	case Refuse:
-		if claim == ForeignRunner {
-			return fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
-				"every shard must run with the same --shards", shard.Owner(c.obj), c.o.Shard.Fleet)
-		}
-		return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", shard.Owner(c.obj), shard.OwnerLabel)
-	case ClaimIt: // the update carries the resource version read, so of two claims one fails
-		c.obj.SetLabels(mergeLabels(c.obj.GetLabels(), map[string]string{shard.OwnerLabel: c.o.Shard.ID()}))
-		if err := c.o.Writer.Update(c.ctx, c.obj); err != nil {
-			return fmt.Errorf("claiming it for shard %q: %w", c.o.Shard.ID(), err)
-		}
-		c.o.Claims.Reclaim(c.key)
-	}
+// begin starts a reconcile of obj: it gathers the state, decides, and returns the client that
+// carries the decision out; the error of a Refuse decision. It writes nothing.
+func (c *Client) begin(ctx context.Context, obj *unstructured.Unstructured) (*reconcile, error) {
+	r := &reconcile{c: c, ctx: ctx, obj: obj, log: logf.FromContext(ctx),
+		key: shard.Key{GVK: obj.GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}}
 	start := time.Now()
-	if c.ActionInterface, err = base.ActionClientFor(c.ctx, c.obj); err != nil {
-		c.report(Outcome{Action: Client, Err: err}, start)
-		return err
+	var err error
+	if r.cfg, r.reads, err = c.o.Configs.For(ctx, obj, r.log.V(1)); err != nil {
+		r.report(Outcome{Action: ActionClient, Err: err}, start)
+		return nil, err
 	}
-	c.reread()
-	if c.err != nil || c.cur == nil {
-		return nil
+	r.state = r.gather()
+	r.decision = Decide(r.state)
+	if r.decision.Step == Refuse {
+		return nil, r.refusal()
 	}
-	why, notSole := c.o.Unlock.why(c.cur.Info.LastDeployed.Time)
-	switch Decide(State{Call: Client, Claim: Mine, Status: c.status(), SoleWriter: notSole == nil}) {
-	case Refuse:
-		c.cur, c.err = nil, fmt.Errorf("release %s revision %d is %s and is left so: %w", c.cur.Name, c.cur.Version, c.cur.Info.Status, notSole)
-	case UnlockIt:
-		c.unlock(why)
+	if !r.state.Deleting {
+		c.translated.give(obj, r.vals, r.err)
 	}
-	return nil
+	return r, nil
 }
 
-// claim is what the resource's owner label says to this shard; Mine when not sharded.
-func (c *reconcileClient) claim() (Claim, error) {
-	s := c.o.Shard
-	switch owner := shard.Owner(c.obj); {
-	case !s.Sharded() || owner == s.ID():
-		return Mine, nil
-	case owner == "":
-		return Unclaimed, nil
-	case s.InFleet(owner):
-		return OtherShard, nil
-	case c.o.Running == nil: // no leader election: no shard is known to run
-		return GoneShard, nil
-	default:
-		live, err := c.o.Running(c.ctx, owner)
-		if err != nil {
-			return "", fmt.Errorf("reading whether shard %q, which claims it, runs: %w", owner, err)
-		}
-		if live {
-			return ForeignRunner, nil
-		}
-		return GoneShard, nil
+// refusal says why Decide refused the reconcile.
+func (r *reconcile) refusal() error {
+	switch {
+	case r.err != nil:
+		return r.err
+	case r.state.Claim == ForeignRunner:
+		return fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
+			"every shard must run with the same --shards", shard.Owner(r.obj), r.c.o.Shard.Fleet)
+	case r.state.Claim == OtherShard:
+		return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", shard.Owner(r.obj), shard.OwnerLabel)
 	}
+	_, notSole := r.c.o.Unlock.why(r.cur.Info.LastDeployed)
+	return fmt.Errorf("release %s revision %d is %s and is left so: %w", r.cur.Name, r.cur.Version, r.cur.Info.Status, notSole)
 }
 
-// unlock marks the pending revision failed, so that the reconciler upgrades from there (Helm
-// upgrades a failed release, even one that never deployed), adopting whatever objects the
-// interrupted action created.
-func (c *reconcileClient) unlock(why string) {
-	rel, was := c.cur, c.cur.Info.Status
-	rel.Info.Status = release.StatusFailed
-	rel.Info.Description = fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
-	if err := c.write(rel); err != nil {
-		c.cur, c.err = nil, fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", rel.Name, rel.Version, was, err)
-		return
-	}
-	c.o.Recorder.Eventf(c.obj, corev1.EventTypeWarning, names.ReasonReleaseUnlocked,
-		"release %s revision %d was left %s by an interrupted action; marked failed to retry (%s)", rel.Name, rel.Version, was, why)
-}
-
-// reread reads the release again.
-func (c *reconcileClient) reread() {
-	start := time.Now()
-	c.cur, c.err = during(c, func() (*release.Release, error) { return c.ActionInterface.Get(c.obj.GetName()) })
-	c.report(Outcome{Action: Get, Result: c.cur, Err: c.err}, start)
-	c.read = true
-}
-
-// recorder returns what records the reads of the next rendering on c's configuration, started;
-// nil when the configuration records nothing.
-func (c *reconcileClient) recorder() *renderinputs.Recorder {
-	rec := renderinputs.RecorderOf(c.Config())
-	if rec != nil {
-		rec.Start()
-	}
-	return rec
-}
-
-// during runs f unless the resource was handed over to another shard since the reconcile began.
-func during[T any](c *reconcileClient, f func() (T, error)) (T, error) {
-	if c.o.Shard.Sharded() {
-		if err := c.o.Claims.Begin(c.key); err != nil {
+// during runs f unless the resource was handed over to another shard since the reconcile began
+// (and this reconcile is not about to claim it again), counted as in flight: a handover waits
+// for it.
+func during[T any](r *reconcile, f func() (T, error)) (T, error) {
+	if r.c.o.Claims != nil {
+		claiming := (r.state.Claim == Unclaimed || r.state.Claim == GoneShard) && !r.claimed
+		if err := r.c.o.Claims.Begin(r.key, claiming); err != nil {
 			var none T
 			return none, err
 		}
-		defer c.o.Claims.End(c.key)
+		defer r.c.o.Claims.End(r.key)
 	}
 	return f()
 }
 
-// write runs a write of the release record, as during does.
-func (c *reconcileClient) write(rel *release.Release) error {
-	_, err := during(c, func() (any, error) { return nil, c.Config().Releases.Update(rel) })
-	return err
-}
-
-func (c *reconcileClient) report(o Outcome, start time.Time) {
-	o.Object, o.Duration = c.obj, time.Since(start)
-	o.Release = cmp.Or(o.Release, c.obj.GetName()) // the custom resource's, unless the call names another
-	Events{Recorder: c.o.Recorder}.Observe(o)
-	if c.o.Metrics != nil {
-		c.o.Metrics.Observe(o)
-	}
-}
-
-// status of the release as read; "" when there is none.
-func (c *reconcileClient) status() release.Status {
-	if c.cur == nil || c.cur.Info == nil {
-		return ""
-	}
-	return c.cur.Info.Status
-}
-
-// Get implements helmclient.ActionInterface: the release as this reconcile knows it. One
-// uninstalled while its objects go (uninstall-wait) is not found, as after any uninstall.
-func (c *reconcileClient) Get(name string, opts ...helmclient.GetOption) (*release.Release, error) {
-	if name != c.obj.GetName() || len(opts) > 0 {
-		return during(c, func() (*release.Release, error) { return c.ActionInterface.Get(name, opts...) })
-	}
-	if !c.read {
-		c.reread()
-	}
-	if c.err == nil && c.status() == release.StatusUninstalled {
-		return nil, fmt.Errorf("release %s is uninstalled, waiting for its objects to go: %w", name, driver.ErrReleaseNotFound)
-	}
-	return c.cur, c.err
-}
-
-// Install implements helmclient.ActionInterface.
-func (c *reconcileClient) Install(name, namespace string, chrt *chart.Chart, vals map[string]any,
-	opts ...helmclient.InstallOption) (*release.Release, error) {
-	rec := c.o.Digests.recording(c, chrt, vals, 1) // an install is always revision 1
-	if rec != nil {
-		opts = append(opts, func(i *action.Install) error { i.Labels = rec.labels(i.Labels); return nil })
-	}
+// read reads the release's last revision: nil when it has none.
+func (r *reconcile) read() {
 	start := time.Now()
-	rel, err := during(c, func() (*release.Release, error) {
-		return c.ActionInterface.Install(name, namespace, chrt, vals, opts...)
+	rel, err := during(r, func() (*release.Release, error) { return last(r.cfg, r.obj.GetName()) })
+	r.cur, r.err, r.current = rel, err, true
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		r.err = nil
+	}
+	r.report(Outcome{Action: ActionGet, Result: r.cur, Err: r.err}, start)
+}
+
+// last returns the last revision of release name; ErrReleaseNotFound when it has none.
+func last(cfg *action.Configuration, name string) (*release.Release, error) {
+	rel, err := cfg.Releases.Last(name)
+	if err != nil {
+		return nil, err
+	}
+	return asRelease(rel)
+}
+
+func asRelease(r any) (*release.Release, error) {
+	switch rel := r.(type) {
+	case *release.Release:
+		return rel, nil
+	case nil:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unsupported release type %T", r)
+}
+
+// carryOut writes what Decide asked for before the step, the claim then the unlock, when the
+// reconciler's call is one of the step's; else it says why the call is not made.
+func (r *reconcile) carryOut(call Action, steps ...Step) error {
+	switch {
+	case r.decision.Step == Stop:
+		return r.err
+	case !slices.Contains(steps, r.decision.Step):
+		return fmt.Errorf("the reconciler asked to %s release %s, but this reconcile decided %s", call, r.obj.GetName(), r.decision.Step)
+	}
+	if r.decision.Claim && !r.claimed {
+		// The update carries the resource version read, so of two claims one fails.
+		claimed := r.obj.DeepCopy()
+		claimed.SetLabels(mergeLabels(claimed.GetLabels(), map[string]string{shard.OwnerLabel: r.c.o.Shard.ID()}))
+		if err := r.c.o.Writer.Update(r.ctx, claimed); err != nil {
+			return fmt.Errorf("claiming it for shard %q: %w", r.c.o.Shard.ID(), err)
+		}
+		r.obj.SetLabels(claimed.GetLabels())
+		r.obj.SetResourceVersion(claimed.GetResourceVersion())
+		r.c.o.Claims.Reclaim(r.key)
+		r.claimed = true
+	}
+	if r.decision.Unlock && !r.unlocked {
+		why, _ := r.c.o.Unlock.why(r.cur.Info.LastDeployed)
+		rel, was := *r.cur, r.cur.Info.Status
+		info := *r.cur.Info
+		rel.Info = &info
+		rel.Info.Status = common.StatusFailed
+		rel.Info.Description = fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
+		if _, err := during(r, func() (any, error) { return nil, r.cfg.Releases.Update(&rel) }); err != nil {
+			return fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", rel.Name, rel.Version, was, err)
+		}
+		r.c.o.Recorder.Eventf(r.obj, corev1.EventTypeWarning, names.ReasonReleaseUnlocked,
+			"release %s revision %d was left %s by an interrupted action; marked failed to retry (%s)", rel.Name, rel.Version, was, why)
+		r.cur, r.unlocked = &rel, true
+	}
+	return nil
+}
+
+// get answers the reconciler's read of release name: as gathered, until an action changes it.
+// A release Decide unlocks reads as failed; one uninstalled while its objects go
+// (uninstall-wait) is not found, as after any uninstall. It writes nothing.
+func (r *reconcile) get(name string) (*release.Release, error) {
+	if name != r.obj.GetName() {
+		return during(r, func() (*release.Release, error) { return last(r.cfg, name) })
+	}
+	if !r.current {
+		r.read()
+	}
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.cur == nil || r.cur.Info.Status == common.StatusUninstalled:
+		return nil, driver.ErrReleaseNotFound
+	case r.decision.Unlock && !r.unlocked:
+		rel, info := *r.cur, *r.cur.Info
+		info.Status = common.StatusFailed
+		rel.Info = &info
+		return &rel, nil
+	}
+	return r.cur, nil
+}
+
+// check answers the reconciler's "does the release need an upgrade?" (its dry-run upgrade) as
+// Decide said, from what was gathered.
+func (r *reconcile) check() (*release.Release, error) {
+	if w := r.c.o.Waves; w != nil {
+		switch r.decision.Step {
+		case Unchanged:
+			w.UpToDate(r.obj)
+		case Hold, Upgrade:
+			w.Decided(r.obj, r.decision.Step == Hold)
+		}
+	}
+	switch r.decision.Step {
+	case Stop:
+		return nil, r.err
+	case Upgrade:
+		if r.rendered != nil {
+			return r.rendered, nil
+		}
+	}
+	return r.get(r.obj.GetName())
+}
+
+// actionOptions are the options of an action that the reconciler chose (seam.go converts
+// them from Helm 3's), with the custom resource's annotations that change how it runs.
+type actionOptions struct {
+	DisableHooks bool
+	Description  string
+	// Force: upgrade-force, Helm's --force of Helm 3.
+	Force bool
+}
+
+// install carries out Install.
+func (r *reconcile) install(o actionOptions) (*release.Release, error) {
+	if err := r.carryOut(ActionInstall, Install); err != nil {
+		return nil, err
+	}
+	rec := r.c.o.Digests.recording(r, 1) // an install is always revision 1
+	start := time.Now()
+	rel, err := during(r, func() (*release.Release, error) {
+		i := action.NewInstall(r.cfg)
+		i.ReleaseName, i.Namespace = r.obj.GetName(), r.obj.GetNamespace()
+		i.DisableHooks, i.Description = o.DisableHooks, o.Description
+		r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
+		i.ForceConflicts = true // objects it adopts (its record was lost) take the chart's fields
+		i.SkipCRDs = true       // a chart's crds/ are installed with the kind (make install), never by a tenant's release
+		i.Labels = rec.labels(nil)
+		out, err := i.Run(copyChart(r.c.o.Chart), r.vals)
+		rel, _ := asRelease(out)
+		if err != nil && rel != nil {
+			// Uninstall the failed install, so that the next reconcile installs afresh (the
+			// plugins' failure rollback); a release Helm did not record is not found.
+			if _, uerr := r.helmUninstall(actionOptions{}, false); uerr != nil && !errors.Is(uerr, driver.ErrReleaseNotFound) {
+				return nil, fmt.Errorf("uninstall failed: %v: original install error: %w", uerr, err)
+			}
+		}
+		return rel, err
 	})
-	c.report(Outcome{Action: Install, Result: rel, Chart: chrt, Err: err}, start)
-	c.o.Digests.rendered(c, rec, rel, err)
-	c.read = false
-	if c.o.Waves != nil {
+	r.report(Outcome{Action: ActionInstall, Result: rel, Err: err}, start)
+	r.c.o.Digests.rendered(r, rec, rel, err)
+	r.current = false
+	if r.c.o.Waves != nil {
 		// An install renders the chart at hand: nothing for a rollout to hold back. The first
 		// wave waits until every resource of the fleet is decided.
-		c.o.Waves.UpToDate(c.obj)
+		r.c.o.Waves.UpToDate(r.obj)
 	}
 	return rel, err
 }
 
-// Upgrade implements helmclient.ActionInterface: a dry run is the reconciler's check.
-func (c *reconcileClient) Upgrade(name, namespace string, chrt *chart.Chart, vals map[string]any,
-	opts ...helmclient.UpgradeOption) (*release.Release, error) {
-	cur := c.cur
-	if !c.read || name != c.obj.GetName() {
-		cur = nil
+// upgrade carries out Upgrade.
+func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
+	if err := r.carryOut(ActionUpgrade, Upgrade, Hold); err != nil {
+		return nil, err
 	}
-	if isDryRun(opts) {
-		return c.check(cur, chrt, vals, func() (*release.Release, error) {
-			if o := c.o.DryRunOption; o != "" {
-				opts = append(opts, func(u *action.Upgrade) error { u.DryRunOption = o; return nil })
-			}
-			return during(c, func() (*release.Release, error) {
-				return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
-			})
-		})
-	}
-	held := c.held
-	if !c.checked && cur != nil && c.o.Waves != nil {
-		held = c.o.Waves.Hold(c.obj, valuesDiffer(cur.Config, vals))
-	}
-	if Decide(State{Call: Upgrade, Claim: Mine, Status: c.status(), Held: held}) == Hold {
+	if r.decision.Step == Hold {
 		return nil, ErrHeld
 	}
-	next := 0 // unknown: the labels will not be trusted
-	if cur != nil {
-		next = cur.Version + 1 // Helm's next revision follows the last, which the reconciler read
-	}
-	rec := c.o.Digests.recording(c, chrt, vals, next)
-	if rec != nil {
-		opts = append(opts, func(u *action.Upgrade) error { u.Labels = rec.labels(u.Labels); return nil })
-	}
+	rec := r.c.o.Digests.recording(r, r.cur.Version+1) // Helm's next revision follows the last, which was read
 	start := time.Now()
-	rel, err := during(c, func() (*release.Release, error) {
-		return c.ActionInterface.Upgrade(name, namespace, chrt, vals, opts...)
+	rel, err := during(r, func() (*release.Release, error) {
+		u := r.newUpgrade()
+		u.DisableHooks, u.Description = o.DisableHooks, o.Description
+		u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
+		u.Labels = rec.labels(nil)
+		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
+		rel, _ := asRelease(out)
+		if err != nil && rel != nil {
+			// The failed revision was recorded: roll back to the last one that deployed, as the
+			// stock operators do, with --force unless rollback-force is false.
+			if rerr := r.rollback(rel.Name); rerr != nil {
+				return nil, fmt.Errorf("rollback failed: %v: original upgrade error: %w", rerr, err)
+			}
+		}
+		return rel, err
 	})
-	c.report(Outcome{Action: Upgrade, Result: rel, Chart: chrt, Err: err}, start)
-	c.o.Digests.rendered(c, rec, rel, err)
-	c.read = false
-	if c.o.Waves != nil {
-		c.o.Waves.Upgraded(c.obj, err)
+	r.report(Outcome{Action: ActionUpgrade, Result: rel, Err: err}, start)
+	r.c.o.Digests.rendered(r, rec, rel, err)
+	r.current = false
+	if r.c.o.Waves != nil {
+		r.c.o.Waves.Upgraded(r.obj, err)
 	}
 	return rel, err
 }
 
-// check answers the reconciler's dry-run upgrade: with the deployed revision (cur) when it is
-// unchanged or held, with the dry run's rendering when it needs an upgrade.
-func (c *reconcileClient) check(cur *release.Release, chrt *chart.Chart, vals map[string]any,
-	dryRun func() (*release.Release, error)) (*release.Release, error) {
-	c.checked, c.held = true, false // each check decides anew
-	s := State{Call: Check, Claim: Mine, Status: c.status()}
-	d, digestible := c.o.Digests.of(c, chrt, vals)
-	s.Known = digestible && cur != nil && c.o.Digests.knows(c.key, cur, d)
-	var rendered *release.Release
-	for {
-		switch Decide(s) {
-		case RenderIt:
-			rec := c.recorder()
-			start := time.Now()
-			rel, err := dryRun()
-			c.report(Outcome{Action: Check, Result: rel, Chart: chrt, Err: err}, start)
-			if err != nil || cur == nil || rel == nil {
-				return rel, err
-			}
-			rendered, s.Rendered, s.Same = rel, true, rel.Manifest == cur.Manifest
-			if s.Same && digestible && rec != nil && s.Status == release.StatusDeployed {
-				c.proved = c.o.Digests.prove(c, cur, d, rec.Reads())
-			}
-			if !s.Same && c.o.Waves != nil {
-				s.Held = c.o.Waves.Hold(c.obj, valuesDiffer(cur.Config, vals))
-			}
-		case Unchanged:
-			if c.o.Waves != nil {
-				c.o.Waves.UpToDate(c.obj)
-			}
-			return cur, nil
-		case Hold:
-			c.held = true
-			return cur, nil
-		default: // UpgradeIt
-			return rendered, nil
-		}
-	}
+// newUpgrade is the upgrade of the release, as the check and the upgrade run it.
+func (r *reconcile) newUpgrade() *action.Upgrade {
+	u := action.NewUpgrade(r.cfg)
+	u.Namespace, u.MaxHistory = r.obj.GetNamespace(), r.c.o.MaxHistory
+	r.renderOptions(&u.WaitStrategy, &u.PostRenderer, &u.PostRenderStrategy, &u.DisableOpenAPIValidation)
+	return u
 }
 
-// Reconcile implements helmclient.ActionInterface: it writes the digests a check proved on the
-// release record (so that a restarted operator knows them too; a failure costs only another dry
-// run after a restart), then corrects drift.
-func (c *reconcileClient) Reconcile(rel *release.Release) error {
-	if c.proved != nil {
-		if err := c.write(c.proved); err != nil {
-			logf.FromContext(c.ctx).V(1).Info("cannot record the digests proven on the release", "error", err.Error())
+// renderOptions sets what every install and upgrade shares:
+//   - no wait for plain releases: Ready is computed from kstatus by the status controller;
+//     hooks keep Helm's hook waits;
+//   - the owner-reference post-renderer, which hooks do not see;
+//   - no client-side OpenAPI validation, which downloads and parses the cluster's OpenAPI
+//     documents for every action: the apiserver validates every object it is sent, and the
+//     chart's rendering is checked against the API by the chart tests.
+func (r *reconcile) renderOptions(wait *kube.WaitStrategy, post *postrenderer.PostRenderer, strategy *action.PostRenderStrategy, noValidation *bool) {
+	*wait = kube.HookOnlyStrategy
+	*post = r.c.o.Configs.OwnerReferences(r.cfg, r.obj)
+	*strategy = action.PostRenderStrategyNoHooks
+	*noValidation = true
+}
+
+// force is Helm 4's form of Helm 3's --force for a release applied by method: a release applied
+// server-side takes every conflicting field (the chart wins, as a three-way merge makes it win
+// client-side), and --force replaces the objects of one applied client-side.
+func force(method string, forced bool) (replace, conflicts bool) {
+	if method == string(release.ApplyMethodServerSideApply) {
+		return false, true
+	}
+	return forced, false
+}
+
+// rollback rolls release name back after a failed upgrade.
+func (r *reconcile) rollback(name string) error {
+	rb := action.NewRollback(r.cfg)
+	rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
+	rb.ForceReplace, rb.ForceConflicts = force(r.cur.ApplyMethod, annotations.Bool(r.obj, annotations.RollbackForce, true))
+	return rb.Run(name)
+}
+
+// dryRun renders the upgrade of the release as the check does, writing nothing.
+func (r *reconcile) dryRun() (*release.Release, error) {
+	u := r.newUpgrade()
+	u.DryRunStrategy = r.dryRunStrategy()
+	u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, false)
+	out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
+	rel, cerr := asRelease(out)
+	return rel, cmp.Or(err, cerr)
+}
+
+// Rendering is what the kind's chart would make of a custom resource's release, found the way
+// the upgrade check finds it, writing nothing (myproxy-operator preview).
+type Rendering struct {
+	// Current is the release's last revision, nil when it has none; Rendered the dry run of
+	// its upgrade (of an install, without one).
+	Current, Rendered *release.Release
+	// Kube is the release's Helm client: it builds objects as the release's actions do.
+	Kube kube.Interface
+}
+
+// Render renders obj's release as its next reconcile would, with a dry run.
+func (c *Client) Render(ctx context.Context, obj *unstructured.Unstructured) (Rendering, error) {
+	r := &reconcile{c: c, ctx: ctx, obj: obj, log: logf.FromContext(ctx)}
+	var err error
+	if r.cfg, r.reads, err = c.o.Configs.For(ctx, obj, r.log.V(1)); err != nil {
+		return Rendering{}, fmt.Errorf("helm: %w", err)
+	}
+	if r.vals, err = r.values(); err != nil {
+		return Rendering{}, fmt.Errorf("values: %w", err)
+	}
+	if r.cur, err = last(r.cfg, obj.GetName()); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return Rendering{}, fmt.Errorf("reading the release: %w", err)
+	}
+	out := Rendering{Current: r.cur, Kube: r.cfg.KubeClient}
+	if r.cur != nil {
+		out.Rendered, err = r.dryRun()
+	} else {
+		i := action.NewInstall(r.cfg)
+		i.ReleaseName, i.Namespace, i.DryRunStrategy = obj.GetName(), obj.GetNamespace(), r.dryRunStrategy()
+		r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
+		var rel any
+		rel, err = i.Run(copyChart(c.o.Chart), r.vals)
+		out.Rendered, _ = asRelease(rel)
+	}
+	if err != nil {
+		return out, fmt.Errorf("rendering: %w", err)
+	}
+	return out, nil
+}
+
+// dryRunStrategy is the check's: watches.yaml dryRunOption, else the plugins' (server).
+func (r *reconcile) dryRunStrategy() action.DryRunStrategy {
+	return action.DryRunStrategy(cmp.Or(r.c.o.DryRunOption, string(action.DryRunServer)))
+}
+
+// reconcileObjects carries out the drift correction that follows Unchanged (and Hold): it
+// writes the digests a check proved on the release record (so that a restarted operator knows
+// them too; a failure costs only another dry run after a restart), then sets back drifted
+// objects (drift.go).
+func (r *reconcile) reconcileObjects() error {
+	if err := r.carryOut(ActionReconcile, Unchanged, Hold); err != nil {
+		return err
+	}
+	if r.proved != nil {
+		if _, err := during(r, func() (any, error) { return nil, r.cfg.Releases.Update(r.proved) }); err != nil {
+			r.log.V(1).Info("cannot record the digests proven on the release", "error", err.Error())
 		}
 	}
 	start := time.Now()
-	_, err := during(c, func() (any, error) { return nil, c.ActionInterface.Reconcile(rel) })
-	c.report(Outcome{Action: Reconcile, Release: rel.Name, Result: rel, Err: err}, start)
+	_, err := during(r, func() (any, error) { return nil, r.correctDrift(r.cur) })
+	r.report(Outcome{Action: ActionReconcile, Release: r.cur.Name, Result: r.cur, Err: err}, start)
 	return err
 }
 
-// Uninstall implements helmclient.ActionInterface, with the stock operators' uninstall-wait: the
-// uninstall succeeds only once every object of the release is gone, the release record (marked
-// uninstalled) being the state of the wait, which survives a restart. After each uninstall, the
-// release's hook objects are deleted too (deleteHooks).
-func (c *reconcileClient) Uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	if !c.read {
-		c.reread()
+// uninstall carries out Uninstall or UninstallWhenGone. After each uninstall, the release's hook
+// objects are deleted too.
+func (r *reconcile) uninstall(o actionOptions) (*release.Release, error) {
+	if err := r.carryOut(ActionUninstall, Uninstall, UninstallWhenGone); err != nil {
+		return nil, err
 	}
-	s := State{Call: Uninstall, Claim: Mine, Status: c.status(), Wait: annotations.Bool(c.obj, annotations.UninstallWait, false)}
+	name := r.obj.GetName()
 	start := time.Now()
-	var resp *release.UninstallReleaseResponse
-	var err error
-	for done := false; !done; {
-		var waiting error
-		if s.Wait && s.Status == release.StatusUninstalled {
-			remaining, rerr := c.remaining(c.cur.Manifest)
-			if rerr != nil {
-				err = fmt.Errorf("%s: cannot tell whether the objects of release %s are deleted: %w", annotations.UninstallWait, name, rerr)
-				break
-			}
-			s.Remaining, waiting = len(remaining) > 0, &WaitingForDeletionError{Release: name, Remaining: remaining}
+	rel, err := r.cur, error(nil)
+	if r.decision.Step == UninstallWhenGone {
+		if r.cur.Info.Status != common.StatusUninstalled {
+			rel, err = r.helmUninstall(o, true)
 		}
-		switch Decide(s) {
-		case WaitForObjects:
-			err, done = waiting, true
-		case KeepHistory:
-			keep := func(u *action.Uninstall) error { u.KeepHistory = true; return nil }
-			resp, err = c.uninstall(name, append(slices.Clone(opts), keep)...)
-			s.Status, done = release.StatusUninstalled, err != nil
-		default: // Proceed: Helm purges the records of a release it finds uninstalled
-			resp, err = c.uninstall(name, opts...)
-			done = true
+		if err == nil {
+			err = r.waitForObjects(r.cur.Manifest)
 		}
 	}
-	var rel *release.Release
-	if resp != nil {
-		rel = resp.Release
+	if err == nil {
+		// Helm purges the records of a release it finds uninstalled.
+		rel, err = r.helmUninstall(o, false)
 	}
-	c.report(Outcome{Action: Uninstall, Release: name, Result: rel, Err: err}, start)
-	c.read = false
+	r.report(Outcome{Action: ActionUninstall, Release: name, Result: rel, Err: err}, start)
+	r.current = false
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
-		// ("no release provided") do not say what is at stake.
-		err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
-			"its objects, until an uninstall succeeds: %w", name, err)
+		var waiting *WaitingForDeletionError
+		if !errors.As(err, &waiting) {
+			// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
+			// ("no release provided") do not say what is at stake.
+			err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
+				"its objects, until an uninstall succeeds: %w", name, err)
+		}
 	}
-	return resp, err
+	return rel, err
 }
 
-// uninstall runs one Helm uninstall and deletes the hook objects of the release it removed.
-func (c *reconcileClient) uninstall(name string, opts ...helmclient.UninstallOption) (*release.UninstallReleaseResponse, error) {
-	resp, err := during(c, func() (*release.UninstallReleaseResponse, error) { return c.ActionInterface.Uninstall(name, opts...) })
+// helmUninstall runs one Helm uninstall and deletes the hook objects of the release it removed.
+func (r *reconcile) helmUninstall(o actionOptions, keepHistory bool) (*release.Release, error) {
+	resp, err := during(r, func() (*release.Release, error) {
+		u := action.NewUninstall(r.cfg)
+		u.DisableHooks, u.Description, u.KeepHistory = o.DisableHooks, o.Description, keepHistory
+		u.WaitStrategy = kube.HookOnlyStrategy
+		resp, err := u.Run(r.obj.GetName())
+		if resp == nil {
+			return nil, err
+		}
+		rel, cerr := asRelease(resp.Release)
+		return rel, cmp.Or(err, cerr)
+	})
 	if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
-		c.o.Digests.Forget(c.key)
+		r.c.o.Digests.Forget(r.key)
 	}
-	if err != nil || resp == nil || resp.Release == nil {
+	if err != nil || resp == nil {
 		return resp, err
 	}
-	if err := deleteHooks(c.Config().KubeClient, resp.Release); err != nil {
-		return resp, fmt.Errorf("release %s is uninstalled, but not all its hook objects are deleted: %w", name, err)
+	if err := r.deleteHooks(resp); err != nil {
+		return resp, fmt.Errorf("release %s is uninstalled, but not all its hook objects are deleted: %w", resp.Name, err)
 	}
 	return resp, nil
 }
 
-// remaining lists the objects of manifest that still exist.
-func (c *reconcileClient) remaining(manifest string) ([]string, error) {
-	if strings.TrimSpace(manifest) == "" {
-		return nil, nil
+// deleteHooks deletes the hook objects of an uninstalled release that its chart does not keep
+// (helm.sh/resource-policy: keep), through Helm's own client (the release's reach and identity
+// apply); absent ones are skipped. Helm's uninstall leaves hooks to their delete policy; the
+// stock operator-sdk helm-operator gives them an owner reference to the custom resource, so the
+// garbage collector takes them after it; helm-operator-plugins owns only the manifest. This does
+// not depend on the garbage collector.
+func (r *reconcile) deleteHooks(rel *release.Release) error {
+	var manifests []string
+	for _, h := range rel.Hooks {
+		manifests = append(manifests, h.Manifest)
 	}
-	objs, err := c.Config().KubeClient.Build(strings.NewReader(manifest), false)
+	if len(manifests) == 0 {
+		return nil
+	}
+	objs, err := r.cfg.KubeClient.Build(strings.NewReader(strings.Join(manifests, "\n---\n")), false)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	objs = objs.Filter(func(info *resource.Info) bool {
+		a, err := meta.NewAccessor().Annotations(info.Object)
+		return err == nil && !manifestutil.HasResourcePolicyKeep(a)
+	})
+	if len(objs) == 0 {
+		return nil
+	}
+	_, errs := r.cfg.KubeClient.Delete(objs, metav1.DeletePropagationBackground)
+	return errors.Join(errs...)
+}
+
+// waitForObjects fails with WaitingForDeletionError while an object of manifest exists.
+func (r *reconcile) waitForObjects(manifest string) error {
+	if strings.TrimSpace(manifest) == "" {
+		return nil
+	}
+	objs, err := r.cfg.KubeClient.Build(strings.NewReader(manifest), false)
+	if err != nil {
+		return fmt.Errorf("%s: cannot tell whether the objects of release %s are deleted: %w", annotations.UninstallWait, r.obj.GetName(), err)
 	}
 	var left []string
 	for _, info := range objs {
 		switch err := info.Get(); {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			return nil, err
+			return fmt.Errorf("%s: cannot tell whether the objects of release %s are deleted: %w", annotations.UninstallWait, r.obj.GetName(), err)
 		default:
 			left = append(left, fmt.Sprintf("%s %s", info.Mapping.GroupVersionKind.Kind, info.Name))
 		}
 	}
-	return left, nil
+	if len(left) > 0 {
+		return &WaitingForDeletionError{Release: r.obj.GetName(), Remaining: left}
+	}
+	return nil
+}
+
+// WaitingForDeletionError says that an uninstall is done but objects of the release are still
+// being deleted, and the custom resource keeps its finalizer until they are gone.
+type WaitingForDeletionError struct {
+	Release   string
+	Remaining []string
+}
+
+func (e *WaitingForDeletionError) Error() string {
+	return fmt.Sprintf("%s=true: release %s is uninstalled; waiting until all its objects are deleted (still present: %s)",
+		annotations.UninstallWait, e.Release, strings.Join(e.Remaining, ", "))
+}
+
+// values builds the values of the custom resource as the plugins' reconciler would: the
+// watch's override values set into the spec (environment variables expanded), then the
+// kind's translator (the chart's checks). The chart's defaults are not coalesced here: Helm's
+// install and upgrade coalesce once, as for `helm install -f`, so that a null in the spec
+// deletes a default.
+func (r *reconcile) values() (map[string]any, error) {
+	obj := r.obj.DeepCopy()
+	spec, ok := obj.Object["spec"].(map[string]any)
+	if !ok {
+		return nil, errors.New("spec must be a map")
+	}
+	for k, v := range r.c.o.Overrides {
+		if err := strvals.ParseInto(fmt.Sprintf("%s=%s", k, os.ExpandEnv(v)), spec); err != nil {
+			return nil, err
+		}
+	}
+	return r.c.o.Translate(r.ctx, obj)
+}
+
+// copyChart copies c, its metadata, its dependency entries and, recursively, its subcharts.
+//
+// Helm edits the chart it renders: it removes the subcharts that the values switch off, with
+// their Chart.yaml entries, renames aliased ones and records imported values. Every action of
+// a kind starts from one loaded chart, so the first release that switched a subchart off would
+// remove it for every later release of the kind, and two concurrent actions would edit it at
+// once. The copy is of the structure Helm edits; templates, files and values, which Helm only
+// reads, are shared.
+func copyChart(c *chart.Chart) *chart.Chart {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.Metadata != nil {
+		md := *c.Metadata
+		md.Dependencies = make([]*chart.Dependency, len(c.Metadata.Dependencies))
+		for i, d := range c.Metadata.Dependencies {
+			if d != nil {
+				dep := *d
+				md.Dependencies[i] = &dep
+			}
+		}
+		out.Metadata = &md
+	}
+	subcharts := make([]*chart.Chart, 0, len(c.Dependencies()))
+	for _, sub := range c.Dependencies() {
+		subcharts = append(subcharts, copyChart(sub))
+	}
+	out.SetDependencies(subcharts...)
+	return &out
+}
+
+// SoleWriter says when this process may be the only writer of a release, and so unlock one an
+// interrupted action left pending (the operator was killed mid-action, or lost its node): Helm
+// refuses every later action on such a release ("another operation is in progress"), so the
+// upstream reconciler would fail on it forever.
+//   - With leader election, while this replica holds the Lease: reconciles of one resource never
+//     overlap, and a former leader stops acting before its Lease can pass to another replica
+//     (the renew deadline is shorter than the lease duration; a leader that was paused instead
+//     is fenced by the operator's lease fence).
+//   - Without it (`make run`, several unelected replicas, a person's `helm upgrade`), once the
+//     pending revision is older than PendingAfter, which no honest action lasts: until then the
+//     reconcile fails with a message saying so, and retries with backoff.
+type SoleWriter struct {
+	// Leading reports whether this replica holds the leader Lease; nil without leader election.
+	Leading func() bool
+	// PendingAfter is how long a release must have been pending, without leader election,
+	// before it is taken as abandoned.
+	PendingAfter time.Duration
+}
+
+// why returns why a release pending since `since` may be unlocked now, or an error saying why not.
+func (w SoleWriter) why(since time.Time) (string, error) {
+	if w.Leading != nil {
+		if w.Leading() {
+			return "this replica holds the leader Lease", nil
+		}
+		return "", errors.New("this replica does not hold the leader Lease")
+	}
+	age := time.Since(since) // Helm records when an action began in wall-clock time
+	if age >= w.PendingAfter {
+		return fmt.Sprintf("leader election is off and it was pending for %s, longer than --unlock-pending-after %s",
+			age.Round(time.Second), w.PendingAfter), nil
+	}
+	return "", fmt.Errorf("leader election is off, so another process may be acting on it; it is taken as "+
+		"abandoned once pending for --unlock-pending-after %s (now %s)", w.PendingAfter, age.Round(time.Second))
+}
+
+// handOver is a value per custom resource object, given by one party and taken once by another.
+type handOver struct{ m sync.Map }
+
+// translation is what the values of a custom resource came to.
+type translation struct {
+	vals map[string]any
+	err  error
+}
+
+func (h *handOver) give(obj *unstructured.Unstructured, vals map[string]any, err error) {
+	h.m.Store(obj, translation{vals: vals, err: err})
+}
+
+// take returns what was given for obj, and whether anything was.
+func (h *handOver) take(obj *unstructured.Unstructured) (translation, bool) {
+	v, ok := h.m.LoadAndDelete(obj)
+	if !ok {
+		return translation{}, false
+	}
+	return v.(translation), true
 }

@@ -1,6 +1,6 @@
 package actionclient
 
-import "helm.sh/helm/v3/pkg/release"
+import "helm.sh/helm/v4/pkg/release/common"
 
 // Claim is what the shard owner label of a custom resource says to this shard.
 type Claim string
@@ -14,114 +14,107 @@ const (
 	ForeignRunner Claim = "foreign runner" // a shard outside --shards that runs: the fleet disagrees
 )
 
-// State is what the operator knows of one custom resource's release when the reconciler makes
-// a call (Call): the facts Decide needs, gathered by the client before it acts.
-type State struct {
-	Call Action // Client (the reconcile begins), Check, Install, Upgrade, Uninstall or Reconcile
-
-	Claim Claim
-	// Status is the status of the release's last revision; "" when it has none.
-	Status release.Status
-	// SoleWriter: this process may be the only writer of the release (package doc, Unlocked).
-	SoleWriter bool
-
-	// The upgrade check. Known: the deployed revision is known to render from the inputs at
-	// hand (digests, and nothing looked up). Rendered: a dry run of the inputs ran; Same: it
-	// rendered the deployed manifest. Held: the chart rollout holds this change back.
-	Known, Rendered, Same, Held bool
-
-	// The uninstall. Wait: the resource asks to keep its finalizer until the release's objects
-	// are gone (uninstall-wait); Remaining: some still exist.
-	Wait, Remaining bool
-}
-
-// Step is what to do next: the answer to one call, or a write that must come first (after
-// which the client decides again).
+// Step is what happens to a release in one reconcile: the answer to every call the
+// reconciler makes in it.
 type Step string
 
 // The steps Decide yields.
 const (
-	// Refuse fails the call: nothing is read or written.
+	// Refuse: the action client is refused (the reconciler reports it); nothing is written.
 	Refuse Step = "refuse"
-	// ClaimIt writes this shard into the custom resource's owner label (conditional on the
-	// resource version read), then decides again as Mine.
-	ClaimIt Step = "claim"
-	// UnlockIt marks the pending revision failed (conditional on the record's version read),
-	// then decides again with the failed status.
-	UnlockIt Step = "unlock"
-	// Proceed passes the call to Helm as the reconciler made it: the begun reconcile reads
-	// the release; an install or upgrade renders and writes, recording its digests; an
-	// uninstall deletes.
-	Proceed Step = "proceed"
-	// RenderIt runs the upgrade check's dry run (renders, reads the release's history, writes
-	// nothing), then decides again with what it rendered.
-	RenderIt Step = "render"
-	// Unchanged answers the check with the deployed revision: the reconciler only corrects
-	// drift. After a dry run that proved it, the revision's digest labels are written by the
-	// drift correction that follows (Reconcile), not by the check.
+	// Stop: nothing happens; the call that would act fails with what stopped it (values that
+	// cannot be built, a rendering that failed), which the reconciler reports.
+	Stop Step = "stop"
+	// Install: the release has no record; Helm installs it.
+	Install Step = "install"
+	// Upgrade: the values or the chart render another manifest, or the last revision failed;
+	// the check is answered with the rendering, and Helm upgrades.
+	Upgrade Step = "upgrade"
+	// Unchanged: the deployed revision renders from the inputs at hand; the check is answered
+	// with it, and the reconciler only corrects drift (Reconcile), which also records the
+	// digests a rendering proved.
 	Unchanged Step = "unchanged"
-	// Upgrade answers the check with the dry run's rendering: the reconciler upgrades.
-	UpgradeIt Step = "upgrade"
-	// Hold answers the check with the deployed revision, and refuses an upgrade: the change
-	// waits for the chart rollout's wave.
+	// Hold: the change is a new chart's, and waits for the rollout's wave: the check is
+	// answered with the deployed revision, and an upgrade is refused (ErrHeld).
 	Hold Step = "hold"
-	// KeepHistory uninstalls but keeps the release record, marked uninstalled, while the
-	// objects go (uninstall-wait); the next reconcile decides again.
-	KeepHistory Step = "uninstall, keeping the record"
-	// WaitForObjects fails the uninstall with WaitingForDeletionError: the resource keeps its
-	// finalizer until the objects are gone.
-	WaitForObjects Step = "wait for the objects"
+	// Uninstall: the custom resource is being deleted; Helm uninstalls, then the hook objects
+	// are deleted.
+	Uninstall Step = "uninstall"
+	// UninstallWhenGone: uninstall-wait. Helm uninstalls keeping the record (marked
+	// uninstalled); the uninstall succeeds, and the record goes, only once every object of the
+	// release is gone; until then it fails with WaitingForDeletionError, and the custom
+	// resource keeps its finalizer.
+	UninstallWhenGone Step = "uninstall, when its objects are gone"
 )
 
-// Decide is the one place that says what happens to a release: every layer of Helm calls the
-// reconciler makes asks it, with what is known at that call, and does what it says. Like Flux's
-// DetermineReleaseState followed by its actionForState, it reads and writes nothing itself;
-// each Step says what the client may read and write to carry it out (TestDecide lists them).
-func Decide(s State) Step {
+// State is what is known of one custom resource's release when its reconcile begins: gathered
+// once (state.go), before anything is written.
+type State struct {
+	Claim Claim
+	// Deleting: the custom resource is being deleted. Wait: it asks to keep its finalizer until
+	// the release's objects are gone (uninstall-wait).
+	Deleting, Wait bool
+	// Status is the status of the release's last revision; "" when it has none.
+	Status common.Status
+	// SoleWriter: this process may be the only writer of the release (SoleWriter).
+	SoleWriter bool
+	// Failed: what an action needs could not be had (the values, or the rendering of the
+	// upgrade check).
+	Failed bool
+	// The upgrade check. Known: the deployed revision is known to render from the inputs at
+	// hand (digests, and nothing looked up). Rendered: a dry run of the inputs ran; Same: it
+	// rendered the deployed manifest. Held: the chart rollout holds this change back.
+	Known, Rendered, Same, Held bool
+}
+
+// Decision is Decide's answer: the step, and the writes that come before it.
+type Decision struct {
+	Step Step
+	// Claim: this shard writes itself into the custom resource's owner label first (conditional
+	// on the resourceVersion read, so of two claims one fails).
+	Claim bool
+	// Unlock: the revision an interrupted action left pending is marked failed first
+	// (conditional on the record's version read); the reconciler sees it failed.
+	Unlock bool
+}
+
+// Decide is the one place that says what happens to a release. Like Flux's
+// DetermineReleaseState followed by its actionForState, it reads and writes nothing itself; it
+// is asked once per reconcile, and the client carries its Decision out (TestDecide lists every
+// State and what may be read and written for it).
+func Decide(s State) Decision {
+	var d Decision
 	switch s.Claim {
 	case OtherShard, ForeignRunner:
-		return Refuse
+		return Decision{Step: Refuse}
 	case Unclaimed, GoneShard:
-		if s.Call == Client {
-			return ClaimIt
-		}
-		return Refuse // a claim lost since the reconcile began
+		d.Claim = true
 	}
-	if s.Status.IsPending() {
+	status := s.Status
+	if status.IsPending() {
 		// An interrupted action left it so; Helm refuses every later action on it.
-		if s.SoleWriter {
-			return UnlockIt
+		if !s.SoleWriter {
+			return Decision{Step: Refuse}
 		}
-		return Refuse
+		d.Unlock, status = true, common.StatusFailed
 	}
-	switch s.Call {
-	case Check:
-		// The reconciler's "does the release need an upgrade?" (a dry-run upgrade, after which it
-		// upgrades when the manifest differs or the release is not deployed).
-		switch {
-		case s.Status == release.StatusDeployed && s.Known:
-			return Unchanged
-		case !s.Rendered:
-			return RenderIt
-		case s.Same:
-			return Unchanged // a failed release is upgraded whatever the answer: a retry
-		case s.Held:
-			return Hold
-		}
-		return UpgradeIt
-	case Upgrade:
-		if s.Held {
-			return Hold
-		}
-	case Uninstall:
-		switch {
-		case !s.Wait || s.Status == "":
-			return Proceed
-		case s.Status != release.StatusUninstalled:
-			return KeepHistory
-		case s.Remaining:
-			return WaitForObjects
-		}
+	switch {
+	case s.Deleting && s.Wait && status != "":
+		d.Step = UninstallWhenGone
+	case s.Deleting:
+		d.Step = Uninstall
+	case s.Failed:
+		d.Step = Stop
+	case status == "" || status == common.StatusUninstalled:
+		d.Step = Install
+	case status == common.StatusDeployed && (s.Known || s.Same):
+		d.Step = Unchanged
+	case status != common.StatusDeployed && !s.Rendered, s.Same:
+		d.Step = Upgrade // a retry of a failed or interrupted revision, whatever the chart renders
+	case s.Held:
+		d.Step = Hold
+	default:
+		d.Step = Upgrade
 	}
-	return Proceed
+	return d
 }

@@ -1,23 +1,26 @@
 package actionclient
 
 import (
-	"context"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"text/template/parse"
 
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	release "helm.sh/helm/v4/pkg/release/v1"
 
-	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
@@ -36,27 +39,29 @@ const (
 	RevisionLabel    = "myproxy-operator.gateway.example.com/revision"
 )
 
-// LookupTracker wakes a custom resource when an object its rendering read through `lookup`
-// changes (renderinputs.Tracker).
-type LookupTracker interface {
-	Follow(ctx context.Context, cr renderinputs.CR, reads []renderinputs.Read) error
-	Forget(cr renderinputs.CR)
-}
-
 // Digests answers "is an upgrade needed?" from digests of everything a rendering reads, as
 // Flux's helm-controller does, instead of a dry-run upgrade on every reconcile. One serves
 // every reconcile of a kind.
 //
-// Every install and upgrade records the digest of all it was rendered from (package
-// renderinputs) in release labels. The deployed revision is known to render from the inputs at
-// hand when it carries the same digest (or this process saw it render them) and its rendering
-// looked nothing up: a rendering that read objects through `lookup` is rendered again at every
-// check, and those objects are followed (Lookups), so that a change of one wakes its custom
-// resource. The chart digest tells an upgrade that a new chart or new rendering code brought
-// from one a spec change brought (the rollout's waves hold the former).
+// What a rendering reads besides chart and values:
+//   - the rendering code: the running executable (Helm's engine, the post-renderer, the label
+//     added in the kube client), digested once per process (CodeVersion);
+//   - the cluster's capabilities, as far as the chart's templates read them: the parsed
+//     templates are walked for references to .Capabilities (AnalyseChart);
+//   - every object a template read through `lookup`, whatever the template's spelling: the REST
+//     client getter Helm's engine builds its lookup clients from records each read
+//     (helmconfig.Recorder), and Lookups watches those objects and wakes the custom resources
+//     whose rendering read one that changed.
+//
+// Every install and upgrade records the digest of all it was rendered from in release labels.
+// The deployed revision is known to render from the inputs at hand when it carries the same
+// digest (or this process saw it render them) and its rendering looked nothing up: a digest
+// says nothing of what a lookup sees, so a rendering that read objects through `lookup` is
+// rendered again at every check. The chart digest tells an upgrade that a new chart or new
+// rendering code brought from one a spec change brought (the rollout's waves hold the former).
 type Digests struct {
 	// Lookups follows what renderings read through `lookup`.
-	Lookups LookupTracker
+	Lookups *Lookups
 	// Stamp is what the operator adds to every rendered object beyond the chart: the managed
 	// label value (names.ManagedLabel), which names the shard. A rendering depends on it.
 	Stamp string
@@ -81,9 +86,7 @@ func (d *Digests) Forget(key shard.Key) {
 		return
 	}
 	d.known.Delete(key)
-	if d.Lookups != nil {
-		d.Lookups.Forget(key)
-	}
+	d.Lookups.Forget(key)
 }
 
 // Len returns the number of custom resources remembered.
@@ -93,25 +96,21 @@ func (d *Digests) Len() int {
 	return n
 }
 
-// of returns the digests of a rendering of chrt with vals on c's Configuration; false when
-// there are none (no Digests, a chart that cannot be analysed, values that cannot be encoded).
-func (d *Digests) of(c *reconcileClient, chrt *chart.Chart, vals map[string]any) (digests, bool) {
+// of returns the digests of the rendering of r's values; false when there are none (no
+// Digests, a chart that cannot be analysed, values that cannot be encoded).
+func (d *Digests) of(r *reconcile) (digests, bool) {
 	if d == nil {
 		return digests{}, false
 	}
-	info := d.chartInfo(chrt)
-	valuesJSON, err := json.Marshal(vals) // map keys are encoded sorted
+	info := d.chartInfo(r.c.o.Chart)
+	valuesJSON, err := json.Marshal(r.vals) // map keys are encoded sorted
 	if info.err != nil || err != nil {
 		return digests{}, false
-	}
-	var caps *chartutil.Capabilities
-	if cfg := c.Config(); cfg != nil {
-		caps = cfg.Capabilities
 	}
 	h := sha256.New()
 	_, _ = io.WriteString(h, info.sum+"\x00")
 	_, _ = io.WriteString(h, d.Stamp+"\x00")
-	_, _ = io.WriteString(h, renderinputs.CapabilitiesDigestInput(caps, info.use.Reads(valuesJSON))+"\x00")
+	_, _ = io.WriteString(h, CapabilitiesDigestInput(r.cfg.Capabilities, info.use.Reads(valuesJSON))+"\x00")
 	_, _ = h.Write(valuesJSON)
 	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
 	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: info.sum[:32]}, true
@@ -131,30 +130,28 @@ func (d *Digests) knows(key shard.Key, cur *release.Release, dg digests) bool {
 	return false
 }
 
-// remember records that revision version renders from dg, having read reads: known when it
-// read nothing, else followed.
-func (d *Digests) remember(c *reconcileClient, version int, dg digests, reads []renderinputs.Read) {
+// remember records that revision version of r's release renders from r's digests, having read
+// reads: known when it read nothing, else followed.
+func (d *Digests) remember(r *reconcile, version int, reads []helmconfig.Read) {
 	if len(reads) == 0 {
-		d.Forget(c.key)
-		d.known.Store(c.key, knownRendering{Version: version, Digest: dg.all})
+		d.Forget(r.key)
+		d.known.Store(r.key, knownRendering{Version: version, Digest: r.dg.all})
 		return
 	}
-	d.known.Delete(c.key)
-	if d.Lookups == nil {
-		return
-	}
-	if err := d.Lookups.Follow(c.ctx, c.key, reads); err != nil {
-		logf.FromContext(c.ctx).Error(err, "cannot follow what the rendering looked up; a change of it wakes nothing")
+	d.known.Delete(r.key)
+	if err := d.Lookups.Follow(r.ctx, r.key, reads); err != nil {
+		r.log.Error(err, "cannot follow what the rendering looked up; a change of it wakes nothing")
 	}
 }
 
-// prove remembers that cur renders from dg (a dry run rendered its manifest, reading reads),
-// and returns cur with the digest labels to record on it, nil when it carries them.
-func (d *Digests) prove(c *reconcileClient, cur *release.Release, dg digests, reads []renderinputs.Read) *release.Release {
-	d.remember(c, cur.Version, dg, reads)
-	rel := *cur
-	rel.Labels = mergeLabels(cur.Labels, digestLabels(dg, len(reads), cur.Version))
-	if maps.Equal(rel.Labels, cur.Labels) {
+// prove remembers that the deployed revision renders from r's digests (a dry run rendered its
+// manifest, reading reads), and returns it with the digest labels to record on it, nil when it
+// carries them.
+func (d *Digests) prove(r *reconcile, reads []helmconfig.Read) *release.Release {
+	d.remember(r, r.cur.Version, reads)
+	rel := *r.cur
+	rel.Labels = mergeLabels(r.cur.Labels, digestLabels(r.dg, len(reads), r.cur.Version))
+	if maps.Equal(rel.Labels, r.cur.Labels) {
 		return nil
 	}
 	return &rel
@@ -164,45 +161,46 @@ func (d *Digests) prove(c *reconcileClient, cur *release.Release, dg digests, re
 type recording struct {
 	dg       digests
 	revision int
-	reads    *renderinputs.Recorder // nil: the configuration records nothing
+	reads    *helmconfig.Recorder
 }
 
 // recording starts recording what an action's rendering reads; nil without digests.
-func (d *Digests) recording(c *reconcileClient, chrt *chart.Chart, vals map[string]any, revision int) *recording {
-	dg, ok := d.of(c, chrt, vals)
-	if !ok {
-		d.Forget(c.key)
+func (d *Digests) recording(r *reconcile, revision int) *recording {
+	if d == nil {
 		return nil
 	}
-	return &recording{dg: dg, revision: revision, reads: c.recorder()}
+	if !r.digested {
+		d.Forget(r.key)
+		return nil
+	}
+	r.reads.Start()
+	return &recording{dg: r.dg, revision: revision, reads: r.reads}
 }
 
-// labels returns the labels of the revision the action writes. The count of lookups follows the
-// rendering: Helm keeps the labels map in the release it renders (install), or reads it after
-// rendering (upgrade), and stores the record after rendering either way.
-func (r *recording) labels(labels map[string]string) map[string]string {
-	out := mergeLabels(labels, digestLabels(r.dg, 0, r.revision))
-	if r.reads == nil {
-		out[LookupsLabel] = "unknown"
-		return out
+// labels returns the labels of the revision the action writes (nil without digests). The count
+// of lookups follows the rendering: Helm keeps the labels map in the release it renders
+// (install), or reads it after rendering (upgrade), and stores the record after rendering
+// either way.
+func (rec *recording) labels(labels map[string]string) map[string]string {
+	if rec == nil {
+		return labels
 	}
-	r.reads.OnRead(func(n int) { out[LookupsLabel] = strconv.Itoa(n) })
+	out := mergeLabels(labels, digestLabels(rec.dg, 0, rec.revision))
+	rec.reads.OnRead(func(n int) { out[LookupsLabel] = strconv.Itoa(n) })
 	return out
 }
 
 // rendered remembers what an install or upgrade rendered from.
-func (d *Digests) rendered(c *reconcileClient, r *recording, rel *release.Release, err error) {
-	if d == nil || r == nil {
+func (d *Digests) rendered(r *reconcile, rec *recording, rel *release.Release, err error) {
+	if d == nil || rec == nil {
 		return
 	}
-	if r.reads != nil {
-		r.reads.OnRead(nil)
-	}
-	if err != nil || rel == nil || r.reads == nil {
-		d.known.Delete(c.key)
+	rec.reads.OnRead(nil)
+	if err != nil || rel == nil {
+		d.known.Delete(r.key)
 		return
 	}
-	d.remember(c, rel.Version, r.dg, r.reads.Reads())
+	d.remember(r, rel.Version, rec.reads.Reads())
 }
 
 // ChartDigest is the digest of a chart and of the rendering code, as releases rendered from them
@@ -221,10 +219,10 @@ func mergeLabels(labels, add map[string]string) map[string]string {
 	return out
 }
 
-// chartInfo is what a loaded chart contributes to digests; the reconciler loads its chart once.
+// chartInfo is what a loaded chart contributes to digests; a kind loads its chart once.
 type chartInfo struct {
 	sum string // of the rendering code and every file of the chart
-	use renderinputs.CapabilityUse
+	use CapabilityUse
 	err error
 }
 
@@ -232,7 +230,7 @@ func (d *Digests) chartInfo(chrt *chart.Chart) chartInfo {
 	if v, ok := d.charts.Load(chrt); ok {
 		return v.(chartInfo)
 	}
-	use, err := renderinputs.AnalyseChart(chrt)
+	use, err := AnalyseChart(chrt)
 	info := chartInfo{sum: digestChart(chrt), use: use, err: err}
 	d.charts.Store(chrt, info)
 	return info
@@ -242,7 +240,7 @@ func (d *Digests) chartInfo(chrt *chart.Chart) chartInfo {
 // name order.
 func digestChart(chrt *chart.Chart) string {
 	h := sha256.New()
-	_, _ = io.WriteString(h, renderinputs.CodeVersion()+"\x00")
+	_, _ = io.WriteString(h, CodeVersion()+"\x00")
 	var walk func(c *chart.Chart)
 	walk = func(c *chart.Chart) {
 		files := map[string][]byte{}
@@ -269,4 +267,189 @@ func digestChart(chrt *chart.Chart) string {
 	}
 	walk(chrt)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// CodeVersion identifies the code that renders: a digest of the running executable, which holds
+// Helm's template engine, the post-renderer and everything else that turns chart and values
+// into a manifest. A new build of the operator changes it, so every release is checked once
+// against the new code; nobody has to remember to bump a constant. When the executable cannot be
+// read, the build information (module versions and sums, build settings) stands in.
+var CodeVersion = sync.OnceValue(func() string {
+	h := sha256.New()
+	if exe, err := os.Executable(); err == nil {
+		if f, err := os.Open(exe); err == nil {
+			_, err = io.Copy(h, f)
+			_ = f.Close()
+			if err == nil {
+				return hex.EncodeToString(h.Sum(nil))[:32]
+			}
+			h.Reset()
+		}
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		_, _ = io.WriteString(h, info.String())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+})
+
+// capabilitiesField is the name under which Helm hands templates the cluster's capabilities.
+const capabilitiesField = "Capabilities"
+
+// CapabilityUse says which of the cluster's capabilities a chart's rendering may depend on.
+// HelmVersion is not listed: it is part of CodeVersion.
+type CapabilityUse struct {
+	KubeVersion bool // .Capabilities.KubeVersion, or a kubeVersion constraint in Chart.yaml
+	APIVersions bool // .Capabilities.APIVersions
+	// ThroughTpl: the chart renders strings with `tpl`; whether those strings read
+	// .Capabilities depends on the values, and Reads answers per rendering.
+	ThroughTpl bool
+	// filesMention: a file of the chart (which `tpl` may render) mentions .Capabilities.
+	filesMention bool
+}
+
+// Any reports whether a change of the cluster's API may change a rendering of this chart.
+func (u CapabilityUse) Any() bool { return u.KubeVersion || u.APIVersions || u.ThroughTpl }
+
+// Reads returns the use for one rendering: with `tpl`, a chart file or a value that mentions
+// .Capabilities counts as reading all of it (valuesJSON is the values, encoded).
+func (u CapabilityUse) Reads(valuesJSON []byte) CapabilityUse {
+	if u.ThroughTpl && (u.filesMention || bytes.Contains(valuesJSON, []byte(capabilitiesField))) {
+		u.KubeVersion, u.APIVersions = true, true
+	}
+	return u
+}
+
+// AnalyseChart parses every template of the chart and its dependencies and reports which
+// capabilities they refer to. It errs on the side of "reads": a reference to .Capabilities as
+// a whole (kept in a variable, passed to a function, indexed by name) counts as reading all of
+// it. A template that does not parse is an error: Helm would not render it either.
+func AnalyseChart(chrt *chart.Chart) (CapabilityUse, error) {
+	var use CapabilityUse
+	var walkChart func(c *chart.Chart) error
+	walkChart = func(c *chart.Chart) error {
+		if c.Metadata != nil && c.Metadata.KubeVersion != "" {
+			use.KubeVersion = true
+		}
+		for _, t := range c.Templates {
+			// Parsed (with the templates it defines) as Helm's engine does, but without knowing the
+			// functions: only the structure matters here.
+			trees := map[string]*parse.Tree{}
+			p := parse.New(t.Name)
+			p.Mode = parse.SkipFuncCheck
+			if _, err := p.Parse(string(t.Data), "", "", trees); err != nil {
+				return fmt.Errorf("chart %s: %w", c.Name(), err)
+			}
+			for _, tree := range trees {
+				walk(tree.Root, &use)
+			}
+		}
+		if slices.ContainsFunc(c.Files, func(f *common.File) bool { return bytes.Contains(f.Data, []byte(capabilitiesField)) }) {
+			use.filesMention = true
+		}
+		for _, dep := range c.Dependencies() {
+			if err := walkChart(dep); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return use, walkChart(chrt)
+}
+
+// walk records in use every reference to the capabilities below n.
+func walk(n parse.Node, use *CapabilityUse) {
+	switch n := n.(type) {
+	case nil:
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Nodes {
+			walk(c, use)
+		}
+	case *parse.ActionNode:
+		walk(n.Pipe, use)
+	case *parse.IfNode:
+		walkBranch(&n.BranchNode, use)
+	case *parse.RangeNode:
+		walkBranch(&n.BranchNode, use)
+	case *parse.WithNode:
+		walkBranch(&n.BranchNode, use)
+	case *parse.TemplateNode:
+		walk(n.Pipe, use)
+	case *parse.PipeNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Cmds {
+			walk(c, use)
+		}
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			walk(a, use)
+		}
+	case *parse.ChainNode:
+		walk(n.Node, use)
+		fields(n.Field, use)
+	case *parse.FieldNode:
+		fields(n.Ident, use)
+	case *parse.VariableNode:
+		fields(n.Ident, use)
+	case *parse.IdentifierNode:
+		if n.Ident == "tpl" {
+			use.ThroughTpl = true
+		}
+	case *parse.StringNode:
+		if strings.Contains(n.Text, capabilitiesField) {
+			use.KubeVersion, use.APIVersions = true, true // e.g. index $ "Capabilities"
+		}
+	}
+}
+
+func walkBranch(b *parse.BranchNode, use *CapabilityUse) {
+	walk(b.Pipe, use)
+	walk(b.List, use)
+	walk(b.ElseList, use)
+}
+
+// fields records what a chain of field names reads of the capabilities.
+func fields(ident []string, use *CapabilityUse) {
+	for i, name := range ident {
+		if name != capabilitiesField {
+			continue
+		}
+		if i+1 == len(ident) {
+			use.KubeVersion, use.APIVersions = true, true // the whole object escapes
+			return
+		}
+		switch ident[i+1] {
+		case "KubeVersion":
+			use.KubeVersion = true
+		case "APIVersions":
+			use.APIVersions = true
+		case "HelmVersion":
+		default:
+			use.KubeVersion, use.APIVersions = true, true
+		}
+	}
+}
+
+// CapabilitiesDigestInput is the part of caps that a rendering with this use reads, in a
+// stable form to hash.
+func CapabilitiesDigestInput(caps *common.Capabilities, use CapabilityUse) string {
+	if caps == nil {
+		return ""
+	}
+	var b strings.Builder
+	if use.KubeVersion {
+		fmt.Fprintf(&b, "kube\x00%s\x00", caps.KubeVersion.Version)
+	}
+	if use.APIVersions {
+		b.WriteString("apis\x00")
+		for _, v := range slices.Sorted(slices.Values(caps.APIVersions)) {
+			b.WriteString(v)
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
 }

@@ -4,15 +4,12 @@ import (
 	"errors"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 )
-
-func dryRun(u *action.Upgrade) error { u.DryRun = true; return nil }
 
 func TestEventsPerAction(t *testing.T) {
 	chrt := &chart.Chart{Metadata: &chart.Metadata{Name: "myproxy", Version: "0.1.0"}}
@@ -23,31 +20,31 @@ func TestEventsPerAction(t *testing.T) {
 		outcome Outcome
 		want    string // "" means no Event
 	}{
-		{name: "install", outcome: Outcome{Action: Install, Result: rel, Chart: chrt},
+		{name: "install", outcome: Outcome{Action: ActionInstall, Result: rel, Chart: chrt},
 			want: "Normal Installed installed release p revision 2 (chart myproxy-0.1.0)"},
-		{name: "install fails", outcome: Outcome{Action: Install, Chart: chrt, Err: boom},
+		{name: "install fails", outcome: Outcome{Action: ActionInstall, Chart: chrt, Err: boom},
 			want: "Warning InstallFailed install of chart myproxy-0.1.0 failed: boom"},
-		{name: "upgrade", outcome: Outcome{Action: Upgrade, Result: rel, Chart: chrt},
+		{name: "upgrade", outcome: Outcome{Action: ActionUpgrade, Result: rel, Chart: chrt},
 			want: "Normal Upgraded upgraded release p to revision 2 (chart myproxy-0.1.0)"},
-		{name: "upgrade fails", outcome: Outcome{Action: Upgrade, Chart: chrt, Err: boom},
+		{name: "upgrade fails", outcome: Outcome{Action: ActionUpgrade, Chart: chrt, Err: boom},
 			want: "Warning UpgradeFailed upgrade to chart myproxy-0.1.0 failed: boom"},
-		{name: "a check is silent", outcome: Outcome{Action: Check, Result: rel, Chart: chrt}},
-		{name: "a check fails", outcome: Outcome{Action: Check, Chart: chrt, Err: boom},
+		{name: "a check is silent", outcome: Outcome{Action: ActionCheck, Result: rel, Chart: chrt}},
+		{name: "a check fails", outcome: Outcome{Action: ActionCheck, Chart: chrt, Err: boom},
 			want: "Warning ReleaseCheckFailed cannot render chart myproxy-0.1.0 for the current spec: boom"},
-		{name: "uninstall", outcome: Outcome{Action: Uninstall, Release: "p", Result: rel},
+		{name: "uninstall", outcome: Outcome{Action: ActionUninstall, Release: "p", Result: rel},
 			want: "Normal Uninstalled uninstalled release p"},
-		{name: "uninstall of nothing is silent", outcome: Outcome{Action: Uninstall, Release: "p", Err: driver.ErrReleaseNotFound}},
-		{name: "uninstall fails", outcome: Outcome{Action: Uninstall, Release: "p", Err: boom},
+		{name: "uninstall of nothing is silent", outcome: Outcome{Action: ActionUninstall, Release: "p", Err: driver.ErrReleaseNotFound}},
+		{name: "uninstall fails", outcome: Outcome{Action: ActionUninstall, Release: "p", Err: boom},
 			want: "Warning UninstallFailed uninstall of release p failed: boom"},
-		{name: "uninstall waits for the objects", outcome: Outcome{Action: Uninstall, Release: "p",
+		{name: "uninstall waits for the objects", outcome: Outcome{Action: ActionUninstall, Release: "p",
 			Err: &WaitingForDeletionError{Release: "p", Remaining: []string{"ConfigMap c"}}},
 			want: "Normal UninstallWaiting " + (&WaitingForDeletionError{Release: "p", Remaining: []string{"ConfigMap c"}}).Error()},
-		{name: "get of missing release is silent", outcome: Outcome{Action: Get, Release: "p", Err: driver.ErrReleaseNotFound}},
-		{name: "get fails", outcome: Outcome{Action: Get, Release: "p", Err: boom},
+		{name: "get of missing release is silent", outcome: Outcome{Action: ActionGet, Release: "p", Err: driver.ErrReleaseNotFound}},
+		{name: "get fails", outcome: Outcome{Action: ActionGet, Release: "p", Err: boom},
 			want: "Warning ReleaseLookupFailed cannot read Helm release p: boom"},
-		{name: "drift correction fails", outcome: Outcome{Action: Reconcile, Release: "p", Result: &release.Release{Name: "p", Version: 3}, Err: boom},
+		{name: "drift correction fails", outcome: Outcome{Action: ActionReconcile, Release: "p", Result: &release.Release{Name: "p", Version: 3}, Err: boom},
 			want: "Warning DriftCorrectionFailed cannot restore the objects of release p revision 3: boom"},
-		{name: "a client that cannot be made", outcome: Outcome{Action: Client, Err: errors.New("no mapping")},
+		{name: "a client that cannot be made", outcome: Outcome{Action: ActionClient, Err: errors.New("no mapping")},
 			want: "Warning ActionClientFailed cannot create a Helm client: no mapping"},
 	}
 	for _, c := range cases {

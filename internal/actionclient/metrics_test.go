@@ -9,14 +9,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-func rel(name string, status release.Status) *release.Release {
+func rel(name string, status common.Status) *release.Release {
 	return &release.Release{Name: name, Version: 1, Info: &release.Info{Status: status}}
 }
 
@@ -30,13 +31,13 @@ func TestMetrics(t *testing.T) {
 	obj.SetNamespace("team")
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil)
 	for _, o := range []Outcome{
-		{Action: Install, Release: "a", Result: rel("a", release.StatusDeployed)},
-		{Action: Install, Release: "b", Result: rel("b", release.StatusDeployed)},
-		{Action: Upgrade, Release: "b", Result: rel("b", release.StatusFailed), Err: fmt.Errorf("upgrade: %w", invalid)},
-		{Action: Check, Release: "a", Result: rel("a", release.StatusPendingUpgrade)}, // a simulation: no state change
-		{Action: Get, Release: "c", Err: driver.ErrReleaseNotFound},                   // not a failure
-		{Action: Install, Release: "c", Result: rel("c", release.StatusDeployed)},
-		{Action: Uninstall, Release: "c", Result: rel("c", release.StatusUninstalled)},
+		{Action: ActionInstall, Release: "a", Result: rel("a", common.StatusDeployed)},
+		{Action: ActionInstall, Release: "b", Result: rel("b", common.StatusDeployed)},
+		{Action: ActionUpgrade, Release: "b", Result: rel("b", common.StatusFailed), Err: fmt.Errorf("upgrade: %w", invalid)},
+		{Action: ActionCheck, Release: "a", Result: rel("a", common.StatusPendingUpgrade)}, // a simulation: no state change
+		{Action: ActionGet, Release: "c", Err: driver.ErrReleaseNotFound},                  // not a failure
+		{Action: ActionInstall, Release: "c", Result: rel("c", common.StatusDeployed)},
+		{Action: ActionUninstall, Release: "c", Result: rel("c", common.StatusUninstalled)},
 	} {
 		o.Object, o.Duration = obj, 10*time.Millisecond
 		m.Observe(o)

@@ -4,12 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
-	"github.com/operator-framework/helm-operator-plugins/pkg/values"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,15 +46,18 @@ func pausedCondition(obj *unstructured.Unstructured) bool {
 // CheckedTranslator validates the annotations before next translates the values: a value that
 // cannot be used stops the reconcile with an error naming the annotation (the plugins put it
 // in the Irreconcilable condition), before any action runs.
-func CheckedTranslator(next values.Translator, recorder record.EventRecorder, minPeriod time.Duration) values.Translator {
-	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
+func CheckedTranslator(next Translator, recorder record.EventRecorder, minPeriod time.Duration) Translator {
+	return func(ctx context.Context, obj *unstructured.Unstructured) (map[string]any, error) {
 		if err := Validate(obj, minPeriod); err != nil {
 			recorder.Event(obj, corev1.EventTypeWarning, names.ReasonInvalidAnnotation, err.Error())
 			return nil, err
 		}
-		return next.Translate(ctx, obj)
-	})
+		return next(ctx, obj)
+	}
 }
+
+// Translator turns a custom resource into its chart's values.
+type Translator = func(ctx context.Context, obj *unstructured.Unstructured) (map[string]any, error)
 
 // Requeuer puts a custom resource back in its queue after a period.
 type Requeuer interface {
@@ -68,11 +67,11 @@ type Requeuer interface {
 // PeriodHook schedules the next reconcile of a custom resource after its reconcile-period
 // annotation, or after fallback (the watch's reconcilePeriod) without one; zero schedules none.
 // It runs after every successful reconcile, as the stock operator's requeue does.
-func PeriodHook(requeue Requeuer, fallback, minPeriod time.Duration) hook.PostHook {
-	return hook.PostHookFunc(func(obj *unstructured.Unstructured, _ release.Release, _ logr.Logger) error {
+func PeriodHook(requeue Requeuer, fallback, minPeriod time.Duration) func(*unstructured.Unstructured, *release.Release) error {
+	return func(obj *unstructured.Unstructured, _ *release.Release) error {
 		if d := Period(obj, fallback, minPeriod); d > 0 {
 			requeue.AddAfter(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, d)
 		}
 		return nil
-	})
+	}
 }

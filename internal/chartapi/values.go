@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,8 +41,8 @@ type SecretReader interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
-// Translate implements helm-operator-plugins' values.Translator.
-func (t Translator) Translate(ctx context.Context, obj *unstructured.Unstructured) (chartutil.Values, error) {
+// Translate returns the values of obj, its spec, once the checks pass.
+func (t Translator) Translate(ctx context.Context, obj *unstructured.Unstructured) (map[string]any, error) {
 	spec, _, err := unstructured.NestedMap(obj.Object, "spec")
 	if err != nil {
 		return nil, fmt.Errorf("spec: %w", err)

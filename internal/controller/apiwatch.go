@@ -17,8 +17,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/helmconfig"
-	"github.com/example/myproxy-operator/internal/renderinputs"
 )
 
 // apiServiceGVK: every API group-version the apiserver serves has an APIService, built-in ones,
@@ -44,8 +44,8 @@ var apiChanges = sync.OnceValue(func() *prometheus.CounterVec {
 // renderings read of them.
 type capabilityReader struct {
 	gvk       schema.GroupVersionKind
-	configs   *helmconfig.Getter
-	use       renderinputs.CapabilityUse
+	configs   *helmconfig.Configs
+	use       actionclient.CapabilityUse
 	overrides []byte // the watch's overrideValues, encoded: values a `tpl` may render
 }
 

@@ -3,16 +3,17 @@ package controller
 import (
 	"testing"
 
-	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/example/myproxy-operator/internal/renderinputs"
+	"github.com/example/myproxy-operator/internal/actionclient"
 )
 
 func TestOnlyCustomResourcesWhoseRenderingReadsCapabilitiesAreQueued(t *testing.T) {
-	analyse := func(template string) renderinputs.CapabilityUse {
-		use, err := renderinputs.AnalyseChart(&chart.Chart{Metadata: &chart.Metadata{Name: "c"},
-			Templates: []*chart.File{{Name: "templates/t.yaml", Data: []byte(template)}}})
+	analyse := func(template string) actionclient.CapabilityUse {
+		use, err := actionclient.AnalyseChart(&chart.Chart{Metadata: &chart.Metadata{Name: "c"},
+			Templates: []*common.File{{Name: "templates/t.yaml", Data: []byte(template)}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,15 +14,13 @@ import (
 	"sync"
 	"time"
 
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
-	"helm.sh/helm/v3/pkg/action"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -34,8 +32,6 @@ import (
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/releasestore"
-	"github.com/example/myproxy-operator/internal/renderinputs"
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/status"
@@ -88,7 +84,7 @@ type shared struct {
 	secrets    cache.Cache
 	records    cache.Cache
 	claims     cache.Cache
-	lookups    *renderinputs.Tracker
+	lookups    *actionclient.Lookups
 	// What every Helm action shares; waves hold the rollout state's namespace and metrics (nil: no waves).
 	metrics *actionclient.Metrics
 	unlock  actionclient.SoleWriter
@@ -96,12 +92,12 @@ type shared struct {
 	// The claims of this process's part of the fleet (options.Options.Shard), and which shards run.
 	shardClaims *shard.Claims
 	running     shard.Liveness
-	// own are the operator's own writes and deletes; absences, the releases known to have no
-	// record; remembered lists every per-resource store, to forget a resource gone.
-	own        *caches.OwnWrites
-	absences   *releasestore.Absences
-	remembered *Remembered
-	queues     *Queues
+	// releaseRecords are what the operator keeps of release records (its own writes, the
+	// releases known to have records); remembered lists every per-resource store, to forget a
+	// resource gone.
+	releaseRecords *helmconfig.Records
+	remembered     *Remembered
+	queues         *Queues
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -116,20 +112,26 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	if err != nil {
 		return err
 	}
-	go renderinputs.CodeVersion() // digest the executable before the first reconcile needs it
+	go actionclient.CodeVersion() // digest the executable before the first reconcile needs it
 	records, err := newRecordCache(mgr, namespaces)
 	if err != nil {
 		return fmt.Errorf("creating the release record cache: %w", err)
 	}
-	own := caches.NewOwnWrites()
-	sh := shared{queues: NewQueues(), own: own, absences: releasestore.NewAbsences(recordIndex{records}),
+	var index helmconfig.RecordIndex // the empty history of a new release answered from the record cache
+	if o.FastPaths.On(options.FastEmptyHistory) {
+		index = recordIndex{records}
+	}
+	sh := shared{queues: NewQueues(), releaseRecords: helmconfig.NewRecords(index),
 		namespaces: namespaces, secrets: secrets, records: records, metrics: metrics, unlock: p.Unlock,
-		shardClaims: shard.NewClaims(), running: p.ShardRunning}
+		running: p.ShardRunning}
+	if o.Shard.Sharded() {
+		sh.shardClaims = shard.NewClaims()
+	}
 	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
 		return err
 	}
-	sh.lookups = renderinputs.NewTracker(lookups, mgr.GetRESTMapper(), func(cr renderinputs.CR) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
+	sh.lookups = actionclient.NewLookups(lookups, mgr.GetRESTMapper(), func(cr shard.Key) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if ns := RolloutNamespace(o); o.RolloutWaves && ns != "" {
 		m, err := rolloutMetrics()
 		if err != nil {
@@ -148,11 +150,13 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	sh.remembered.Add([]RememberedStore{
 		{Map: "lookup_followers", Forget: sh.lookups.Forget, Len: sh.lookups.Following},
 		{Map: "release_states", Forget: func(k shard.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
-		{Map: "known_releases", Forget: func(k shard.Key) { sh.absences.Forget(k.NamespacedName) }, Len: sh.absences.Len},
+		{Map: "known_releases", Forget: func(k shard.Key) { sh.releaseRecords.Forget(k.NamespacedName) }, Len: sh.releaseRecords.Known},
 		// Entries that go with the write or the handover that made them.
-		{Map: "own_writes", Len: own.Len},
-		{Map: "shard_claims", Len: sh.shardClaims.Len},
+		{Map: "own_writes", Len: sh.releaseRecords.InFlight},
 	}...)
+	if sh.shardClaims != nil {
+		sh.remembered.Add(RememberedStore{Map: "shard_claims", Len: sh.shardClaims.Len})
+	}
 	accounts := map[string]*tenancy.Accounts{}
 	for _, w := range ws {
 		name := ServiceAccountFor(w, o)
@@ -192,23 +196,16 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	// helm-operator-plugins' reconciler records through the core/v1 Events API.
 	recorder := mgr.GetEventRecorderFor(name) //nolint:staticcheck // its options take a record.EventRecorder
-	absences := sh.absences                   // the empty history of a new release answered from the record cache
-	if !o.FastPaths.On(options.FastEmptyHistory) {
-		absences = nil
-	}
-	account := ServiceAccountFor(w, o) // the identity of accounts, when not nil
-	configs, actions, err := HelmActions(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, account, releasestore.Driver(sh.own, absences, o.FastPaths.On(options.FastRecordEncoding)))
+	account := ServiceAccountFor(w, o)        // the identity of accounts, when not nil
+	configs, err := HelmConfigs(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, sh.releaseRecords, accounts, recorder)
 	if err != nil {
 		return capabilityReader{}, err
-	}
-	if accounts != nil {
-		configs.RunAs(accounts, recorder)
 	}
 	secrets, err := CheckSecrets(mgr.GetConfig(), mgr.GetAPIReader(), account)
 	if err != nil {
 		return capabilityReader{}, err
 	}
-	use, err := renderinputs.AnalyseChart(w.Chart)
+	use, err := actionclient.AnalyseChart(w.Chart)
 	if err != nil {
 		return capabilityReader{}, fmt.Errorf("chart %s: %w", w.ChartPath, err)
 	}
@@ -234,14 +231,25 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		}
 		statusReconciler.Held, waves = gate.Held, gate
 	}
-
+	actions := actionclient.New(actionclient.Options{
+		Chart: w.Chart, Overrides: w.OverrideValues, Configs: configs, MaxHistory: o.MaxReleaseHistory, DryRunOption: w.DryRunOption,
+		Translate: annotations.CheckedTranslator(
+			chartapi.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}.Translate, recorder, o.MinReconcilePeriod),
+		Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
+		Shard: o.Shard, Claims: sh.shardClaims, Writer: mgr.GetClient(), Running: sh.running,
+		Waves: waves, Digests: digests,
+	})
+	log := ctrl.Log.WithName("controllers").WithName(w.Kind)
 	opts := []reconciler.Option{
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
 		// Its status writes keep and bring up to date the fields the status Reconciler owns
 		// (status.PluginWrites), and its finalizer is stored under operator-sdk's name
 		// (finalizername.go).
 		reconciler.WithClient(finalizerNames(status.PluginWrites(mgr.GetClient(), mgr.GetCache(), gvk, statusReconciler), gvk)),
-		reconciler.WithChart(*w.Chart),
+		// The action client renders the kind's chart with Helm 4; the reconciler holds its metadata.
+		reconciler.WithChart(actionclient.ReconcilerChart(w.Chart)),
+		// The action client sets them into the values; the reconciler validates them and reports
+		// them in Events.
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),
 		// Periodic reconciles are scheduled by annotations.PeriodHook, so that a custom
@@ -252,23 +260,18 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		// informers of the type caches.ReleaseObject chooses.
 		reconciler.SkipDependentWatches(true),
 		reconciler.WithEventRecorder(recorder),
-		reconciler.WithActionClientGetter(actionclient.New(actions, actionclient.Options{
-			Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
-			Shard: o.Shard, Claims: sh.shardClaims, Writer: mgr.GetClient(), Running: sh.running,
-			Waves: waves, Digests: digests, DryRunOption: w.DryRunOption,
-		})),
-		reconciler.WithLog(ctrl.Log.WithName("controllers").WithName(w.Kind)),
+		reconciler.WithActionClientGetter(actions),
+		reconciler.WithValueTranslator(actions.Translator()),
+		reconciler.WithLog(log),
 		reconciler.WithInstallAnnotations(annotations.Install...),
 		reconciler.WithUpgradeAnnotations(annotations.Upgrade...),
 		reconciler.WithUninstallAnnotations(annotations.Uninstall...),
 		reconciler.WithPauseReconcileHandler(annotations.PauseHandler(recorder)),
-		reconciler.WithPostHook(applied.PostHook()),
-		reconciler.WithPostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod)),
-		reconciler.WithValueTranslator(annotations.CheckedTranslator(
-			chartapi.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}, recorder, o.MinReconcilePeriod)),
+		reconciler.WithPostHook(actionclient.PostHook(applied.Applied)),
+		reconciler.WithPostHook(actionclient.PostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod))),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
-		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.own)),
+		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.releaseRecords)),
 		reconciler.WithSelector(selector),
 	}
 	if accounts != nil {
@@ -279,7 +282,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			watched: map[dependentWatch]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
-			reconciler.WithPostHook(dependents.postHook())}, opts...)
+			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook(log)))}, opts...)
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {
@@ -313,47 +316,13 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
 }
 
-// HelmActions returns the Helm configuration of w's custom resources and their action clients,
-// as its reconciler uses them: actions run as the ServiceAccount account ("": the operator's
-// identity), store releases through storage, and reach only what w's reach allows. Failed
-// upgrades roll back with --force as the stock operators' do, unless the resource's
-// rollback-force annotation is false (RollbackChoice).
-func HelmActions(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, account string,
-	storage helmclient.ObjectToStorageDriverMapper) (*helmconfig.Getter, actionclient.RollbackChoice, error) {
-	getterOpts := []helmclient.ActionConfigGetterOption{helmclient.StorageDriverMapper(storage)}
-	if account != "" {
-		getterOpts = append(getterOpts, helmclient.ClientRestConfigMapper(tenancy.Impersonating(account)))
-	}
-	actionConfigGetter, err := helmclient.NewActionConfigGetter(cfg, mapper, getterOpts...)
-	if err != nil {
-		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action config getter: %w", err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating discovery client: %w", err)
-	}
-	configs := helmconfig.New(actionConfigGetter, dc, o.Shard.ManagedValue(), w.Reach)
-	opts := []helmclient.ActionClientGetterOption{
-		// Helm's client-side OpenAPI validation downloads and parses the cluster's OpenAPI
-		// documents on every install and upgrade, most of the operator's CPU while a fleet
-		// converges. The apiserver still validates every object it is sent, and the chart's
-		// rendering is checked against the API by the chart tests.
-		helmclient.AppendInstallOptions(func(i *action.Install) error { i.DisableOpenAPIValidation = true; return nil }),
-		helmclient.AppendUpgradeOptions(func(u *action.Upgrade) error { u.DisableOpenAPIValidation = true; return nil }),
-		// A chart's crds/ folder is installed with the kind (make install), never by a tenant's
-		// release: CRDs are cluster-wide, and a release may not reach outside its namespace.
-		helmclient.AppendInstallOptions(func(i *action.Install) error { i.SkipCRDs = true; return nil }),
-	}
-	forced, err := helmclient.NewActionClientGetter(configs, opts...)
-	if err != nil {
-		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
-	}
-	unforced, err := helmclient.NewActionClientGetter(configs, append(opts,
-		helmclient.AppendUpgradeFailureRollbackOptions(func(r *action.Rollback) error { r.Force = false; return nil }))...)
-	if err != nil {
-		return nil, actionclient.RollbackChoice{}, fmt.Errorf("creating Helm action client getter: %w", err)
-	}
-	return configs, actionclient.RollbackChoice{Forced: actionclient.ChartCopies(forced), Unforced: actionclient.ChartCopies(unforced)}, nil
+// HelmConfigs returns the Helm configurations of w's custom resources: actions run as the
+// watch's ServiceAccount (the operator's identity without one; accounts, when not nil, says
+// which namespaces hold it), keep their records in records, and reach only what w's reach allows.
+func HelmConfigs(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, records *helmconfig.Records,
+	accounts *tenancy.Accounts, recorder record.EventRecorder) (*helmconfig.Configs, error) {
+	return helmconfig.New(cfg, mapper, helmconfig.Settings{Managed: o.Shard.ManagedValue(), Reach: w.Reach, Records: records,
+		Pooled: o.FastPaths.On(options.FastRecordEncoding), Account: ServiceAccountFor(w, o), Accounts: accounts, Recorder: recorder})
 }
 
 // CheckSecrets is the reader of the Secrets that the chart's checks (kind.yaml) read for

@@ -5,12 +5,11 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
-	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
 	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	sdkhandler "github.com/operator-framework/operator-lib/handler"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/caches"
+	"github.com/example/myproxy-operator/internal/helmconfig"
 )
 
 // dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
@@ -68,8 +68,8 @@ func (d *dependentWatches) setup(c reconciler.ControllerSetup) error {
 }
 
 // postHook adds the watches a release needs after each install, upgrade and reconcile.
-func (d *dependentWatches) postHook() hook.PostHook {
-	return hook.PostHookFunc(func(owner *unstructured.Unstructured, rel release.Release, log logr.Logger) error {
+func (d *dependentWatches) postHook(log logr.Logger) func(*unstructured.Unstructured, *release.Release) error {
+	return func(owner *unstructured.Unstructured, rel *release.Release) error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
@@ -90,7 +90,7 @@ func (d *dependentWatches) postHook() hook.PostHook {
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // watch adds the watch of dependent's kind, the way dependent points at its owner, unless
@@ -100,7 +100,7 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 	if gvk.Empty() {
 		return nil
 	}
-	byOwnerRef, err := supportsOwnerReference(d.mapper, owner, dependent)
+	byOwnerRef, err := helmconfig.CanOwn(d.mapper, owner, dependent)
 	if err != nil {
 		return err
 	}
@@ -127,35 +127,6 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind,
 		"byOwnerReference", key.byOwnerRef)
 	return nil
-}
-
-// supportsOwnerReference reports whether dependent can carry an owner reference to owner: the
-// same rule as the owner references helm-operator-plugins' post-renderer writes into the
-// release, so that each object is watched the way it points at its owner.
-func supportsOwnerReference(mapper meta.RESTMapper, owner, dependent client.Object) (bool, error) {
-	clusterScoped := func(gvk schema.GroupVersionKind) (bool, error) {
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return false, err
-		}
-		return m.Scope.Name() == meta.RESTScopeNameRoot, nil
-	}
-	ownerCluster, err := clusterScoped(owner.GetObjectKind().GroupVersionKind())
-	if err != nil {
-		return false, err
-	}
-	dependentCluster, err := clusterScoped(dependent.GetObjectKind().GroupVersionKind())
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case ownerCluster:
-		return true, nil
-	case dependentCluster:
-		return false, nil
-	default:
-		return owner.GetNamespace() == dependent.GetNamespace(), nil
-	}
 }
 
 // deletesBackOff wakes the reconciler for a deleted release object at once, unless the

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/example/myproxy-operator/internal/caches"
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/names"
 )
 
@@ -41,10 +42,10 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 // recordReleaseIndex indexes the record cache by the release a record is of.
 const recordReleaseIndex = "release"
 
-// recordIndex is releasestore.RecordIndex over the record cache.
+// recordIndex is helmconfig.RecordIndex over the record cache.
 type recordIndex struct{ records cache.Cache }
 
-// HasRecords implements releasestore.RecordIndex. It reads the cache only once it has synced
+// HasRecords implements helmconfig.RecordIndex. It reads the cache only once it has synced
 // (the record watch of every controller waits for that before the first reconcile).
 func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
 	var l metav1.PartialObjectMetadataList
@@ -61,7 +62,7 @@ func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
 // is then installed again over its objects (Helm adopts them), a hand-edited or corrupted one
 // is reported in the Irreconcilable condition, a revision made by hand with `helm upgrade` is
 // set back at once. The operator's own record writes wake nothing.
-func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *caches.OwnWrites) reconciler.ControllerSetupFunc {
+func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *helmconfig.Records) reconciler.ControllerSetupFunc {
 	return func(ctrl reconciler.ControllerSetup) error {
 		return ctrl.Watch(source.Kind(records, client.Object(secretMetadata()), recordHandler{gvk: gvk, own: own}))
 	}
@@ -69,7 +70,7 @@ func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *
 
 type recordHandler struct {
 	gvk schema.GroupVersionKind
-	own *caches.OwnWrites
+	own *helmconfig.Records
 }
 
 type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -88,8 +89,7 @@ func (h recordHandler) Update(_ context.Context, e event.UpdateEvent, q requestQ
 }
 
 func (h recordHandler) Delete(_ context.Context, e event.DeleteEvent, q requestQueue) {
-	key := caches.OwnKey{GroupKind: schema.GroupKind{Kind: "Secret"}, NamespacedName: client.ObjectKeyFromObject(e.Object)}
-	if !h.own.OwnDelete(key) {
+	if !h.own.OwnDelete(client.ObjectKeyFromObject(e.Object)) {
 		h.enqueueOwner(e.Object, q)
 	}
 }

@@ -1,38 +1,44 @@
 package helmconfig
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
+	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
+	sdkhandler "github.com/operator-framework/operator-lib/handler"
+	"helm.sh/helm/v4/pkg/kube"
+	rspb "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/tenancy"
 )
 
-// kubeClient is Helm's own client with a shared reachability check, which labels every object
-// it builds as a release object (names.ManagedLabel). Embedding the concrete type keeps every
-// optional interface Helm looks for (waiting, deletion propagation...).
+// kubeClient is Helm's own client, which labels every object it builds as a release object
+// (names.ManagedLabel) and builds nothing outside the custom resource's reach. Embedding the
+// concrete type keeps every optional interface Helm looks for (waiters with options...).
 type kubeClient struct {
 	*kube.Client
-	getter    *Getter
+	configs   *Configs
 	releaseNS string
 }
 
 // Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
-// hook, and the plugins' owner-reference post-renderer builds each rendered manifest through
-// this client too, so the label reaches the objects and the manifest stored in the release,
-// and an object outside the release's reach is refused before any of them is sent.
+// hook, and the owner-reference post-renderer builds each rendered manifest through this client
+// too, so the label reaches the objects and the manifest stored in the release, and an object
+// outside the release's reach is refused before any of them is sent.
 //
-// It never validates against the OpenAPI schema, whatever Helm asks: the install and upgrade
-// options already turn that off for the release manifest (controller.actionClients), but Helm
-// builds hook manifests with it on, which fetches the OpenAPI documents and reads the release's
+// It never validates against the OpenAPI schema, whatever Helm asks: Helm builds hook
+// manifests with validation on, which fetches the OpenAPI documents and reads the release's
 // Namespace (a right the operator is not given) for every hook run. The apiserver validates
 // every object it is sent either way.
 func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) {
@@ -43,7 +49,25 @@ func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) 
 	if err := c.confine(objs); err != nil {
 		return nil, err
 	}
-	return objs, label(objs, c.getter.managed)
+	return objs, label(objs, c.configs.managed)
+}
+
+// label sets the managed label (names.ManagedLabel) to value on every object of a list built by
+// Helm's kube client. It is set here, not by a post-renderer: the owner-reference post-renderer
+// already builds and re-serialises every rendered manifest through this client, so the label
+// lands in the manifest stored in the release at no cost.
+func label(objs kube.ResourceList, value string) error {
+	return objs.Visit(func(info *resource.Info, err error) error {
+		if err != nil {
+			return err
+		}
+		m, err := meta.Accessor(info.Object)
+		if err != nil {
+			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
+		}
+		m.SetLabels(labels.Merge(m.GetLabels(), labels.Set{names.ManagedLabel: value}))
+		return nil
+	})
 }
 
 // confine refuses the first object of objs outside the release's reach.
@@ -57,52 +81,131 @@ func (c *kubeClient) confine(objs kube.ResourceList) error {
 		if !o.Namespaced {
 			o.Namespace = ""
 		}
-		if err := c.getter.reach.Write(c.releaseNS, o); err != nil {
+		if err := c.configs.reach.Write(c.releaseNS, o); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// hookChecked is a release storage that refuses a new revision whose hooks are outside the
-// release's reach: Helm stores the record before it runs the first hook, and builds each hook
-// only when it runs it, so an earlier hook would be written before a later one is refused.
-type hookChecked struct {
-	driver.Driver
-	kube *kubeClient
-}
-
-// Create implements driver.Driver.
-func (h *hookChecked) Create(key string, rls *release.Release) error {
+// confineHooks refuses a release record whose hooks reach outside the release's namespace.
+func (c *kubeClient) confineHooks(rls *rspb.Release) error {
 	for _, hook := range rls.Hooks {
-		if _, err := h.kube.Build(strings.NewReader(hook.Manifest), false); err != nil {
+		if _, err := c.Build(strings.NewReader(hook.Manifest), false); err != nil {
 			return fmt.Errorf("hook %s: %w", hook.Path, err)
 		}
 	}
-	return h.Driver.Create(key, rls)
+	return nil
 }
 
 // IsReachable answers Helm's check before every action from the capabilities: the apiserver
 // answered within TTL, or is asked again (Helm asks the same question, /version).
 func (c *kubeClient) IsReachable() error {
-	_, err := c.getter.capabilities()
+	_, err := c.configs.capabilities()
 	return err
 }
 
-// label sets the managed label (names.ManagedLabel) to value on every object of a list built by
-// Helm's kube client. It is set here, not by a post-renderer: helm-operator-plugins'
-// owner-reference post-renderer already builds and re-serialises every rendered manifest through
-// this client, so the label lands in the manifest stored in the release at no cost.
-func label(objs kube.ResourceList, value string) error {
-	return objs.Visit(func(info *resource.Info, err error) error {
+// ownerReferences is the post-renderer that points every rendered object at its custom
+// resource, as helm-operator-plugins' does: an owner reference where the object can carry one
+// (the custom resource's namespace, no keep policy), so that the garbage collector takes it with
+// the custom resource, and the operator-sdk owner annotations otherwise, which the dependent
+// watches follow. Hooks keep neither: they outlive their release until the operator deletes
+// them after the uninstall (the actions render with PostRenderStrategyNoHooks).
+type ownerReferences struct {
+	kube   kube.Interface
+	mapper meta.RESTMapper
+	owner  client.Object
+}
+
+// Run implements postrenderer.PostRenderer.
+func (p ownerReferences) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
+	objs, err := p.kube.Build(in, false)
+	if err != nil {
+		return nil, err
+	}
+	out := &bytes.Buffer{}
+	return out, objs.Visit(func(info *resource.Info, err error) error {
 		if err != nil {
 			return err
 		}
-		m, err := meta.Accessor(info.Object)
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(info.Object)
 		if err != nil {
-			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
+			return err
 		}
-		m.SetLabels(labels.Merge(m.GetLabels(), labels.Set{names.ManagedLabel: value}))
+		u := &unstructured.Unstructured{Object: m}
+		byRef, err := CanOwn(p.mapper, p.owner, u)
+		if err != nil {
+			return err
+		}
+		if byRef && !manifestutil.HasResourcePolicyKeep(u.GetAnnotations()) {
+			u.SetOwnerReferences(append(u.GetOwnerReferences(), *metav1.NewControllerRef(p.owner, p.owner.GetObjectKind().GroupVersionKind())))
+		} else if err := sdkhandler.SetOwnerAnnotations(p.owner, u); err != nil {
+			return err
+		}
+		data, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return err
+		}
+		out.WriteString("---\n")
+		out.Write(data)
 		return nil
 	})
+}
+
+// CanOwn reports whether dependent can carry an owner reference to owner: a namespaced owner
+// owns only objects of its own namespace; a cluster-scoped one owns any.
+func CanOwn(mapper meta.RESTMapper, owner, dependent client.Object) (bool, error) {
+	clusterScoped := func(o client.Object) (bool, error) {
+		gvk := o.GetObjectKind().GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return false, err
+		}
+		return m.Scope.Name() == meta.RESTScopeNameRoot, nil
+	}
+	ownerCluster, err := clusterScoped(owner)
+	if err != nil || ownerCluster {
+		return ownerCluster, err
+	}
+	dependentCluster, err := clusterScoped(dependent)
+	if err != nil || dependentCluster {
+		return false, err
+	}
+	return owner.GetNamespace() == dependent.GetNamespace(), nil
+}
+
+// SetOwnership marks obj as an object of release rls of namespace, as Helm marks every object
+// it applies.
+func SetOwnership(obj runtime.Object, rls, namespace string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	m.SetLabels(labels.Merge(m.GetLabels(), labels.Set{names.HelmManagedByLabel: names.HelmManagedByValue}))
+	m.SetAnnotations(labels.Merge(m.GetAnnotations(), labels.Set{names.HelmReleaseNameAnnotation: rls,
+		names.HelmReleaseNamespaceAnnotation: namespace}))
+	return nil
+}
+
+// Owns returns an error naming the owner when obj belongs to another release than rls of
+// namespace by Helm's ownership annotations; an object that names no release is anyone's.
+func Owns(obj runtime.Object, rls, namespace string) error {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	a := m.GetAnnotations()
+	name, ns := a[names.HelmReleaseNameAnnotation], a[names.HelmReleaseNamespaceAnnotation]
+	if (name == "" && ns == "") || (name == rls && ns == namespace) {
+		return nil
+	}
+	return &OwnedError{Release: name, Namespace: ns}
+}
+
+// OwnedError is an object that belongs to another release.
+type OwnedError struct{ Release, Namespace string }
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("belongs to release %s of namespace %s (annotations %s, %s), and is left as it is",
+		e.Release, e.Namespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
 }

@@ -80,6 +80,16 @@ const (
 	ReasonReconcileResumed = "ReconcileResumed"
 )
 
+// Helm's ownership metadata, which Helm writes on every object of a release and checks before
+// it takes over an existing object: an object whose annotations name another release is that
+// release's.
+const (
+	HelmReleaseNameAnnotation      = "meta.helm.sh/release-name"
+	HelmReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+	HelmManagedByLabel             = "app.kubernetes.io/managed-by"
+	HelmManagedByValue             = "Helm"
+)
+
 // Labels Helm's Secret storage driver puts on every release record.
 const (
 	RecordOwnerLabel = "owner"

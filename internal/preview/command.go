@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,11 +19,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/controller"
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/releasestore"
 	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/internal/watchesfile"
 )
@@ -112,10 +113,10 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 	scheme, mapper := c.Scheme(), c.RESTMapper()
 	silent := &record.FakeRecorder{} // the checks record Events; a preview writes none
 	var kinds []Kind
+	records := helmconfig.NewRecords(nil) // a dry run writes no record
 	for _, w := range entries {
 		account := controller.ServiceAccountFor(w, o)
-		// A dry run stores nothing: the storage is Helm's own encoding, which the operator reads too.
-		_, actions, err := controller.HelmActions(cfg, mapper, w, o, account, releasestore.Driver(nil, nil, false))
+		configs, err := controller.HelmConfigs(cfg, mapper, w, o, records, nil, silent)
 		if err != nil {
 			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -127,10 +128,11 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		if err != nil {
 			return Report{}, err
 		}
-		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Chart: w.Chart, OverrideValues: w.OverrideValues,
-			Translate: annotations.CheckedTranslator(chartapi.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks},
-				silent, o.MinReconcilePeriod).Translate,
-			Actions: actions.Unforced, DryRunOption: w.DryRunOption, Account: account})
+		actions := actionclient.New(actionclient.Options{Chart: w.Chart, Overrides: w.OverrideValues, Configs: configs,
+			DryRunOption: w.DryRunOption, Recorder: silent,
+			Translate: annotations.CheckedTranslator(chartapi.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks}.Translate,
+				silent, o.MinReconcilePeriod)})
+		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Actions: actions, Account: account})
 	}
 	namespaces := slices.Sorted(maps.Keys(options.WatchNamespacesFromEnv()))
 	writers := map[string]client.Writer{} // by user: one connection per namespace and ServiceAccount

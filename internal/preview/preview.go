@@ -10,25 +10,17 @@
 package preview
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
 	gocmp "github.com/google/go-cmp/cmp"
-	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/kube"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
-	"helm.sh/helm/v3/pkg/storage/driver"
-	"helm.sh/helm/v3/pkg/strvals"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/status"
 )
 
@@ -95,18 +88,12 @@ func (r Report) Fails() bool {
 	return slices.ContainsFunc(r.Releases, func(rel Release) bool { return rel.Outcome.Fails() })
 }
 
-// Kind is one watched kind to preview: its chart and how the operator builds values and runs
-// Helm actions for it.
+// Kind is one watched kind to preview.
 type Kind struct {
-	GVK            schema.GroupVersionKind
-	Chart          *chart.Chart
-	OverrideValues map[string]string
-	// Translate turns a custom resource into values (the operator's value translator).
-	Translate func(context.Context, *unstructured.Unstructured) (chartutil.Values, error)
-	// Actions gives each custom resource's action client, as the operator's reconciler gets it.
-	Actions helmclient.ActionClientGetter
-	// DryRunOption is Helm's dry-run mode of the upgrade check ("" is the reconciler's, server).
-	DryRunOption string
+	GVK schema.GroupVersionKind
+	// Actions is the kind's action client, as the operator builds it: it renders each release
+	// as the upgrade check does (values, checks, chart, dry-run mode).
+	Actions *actionclient.Client
 	// Account is the ServiceAccount the kind's releases run as in each custom resource's
 	// namespace ("": the operator's identity); the dry runs of their objects are sent as it.
 	Account string
@@ -179,38 +166,15 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		rel.Outcome, rel.Message = Unchanged, "being deleted: it will be uninstalled, not upgraded"
 		return rel
 	}
-	vals, err := p.values(ctx, k, cr.DeepCopy())
-	if err != nil {
-		return refused(fmt.Errorf("values: %w", err))
-	}
 	w, err := p.writer(k, cr.GetNamespace())
 	if err != nil {
 		return refused(err)
 	}
-	ac, err := k.Actions.ActionClientFor(ctx, cr)
+	rend, err := k.Actions.Render(ctx, cr)
 	if err != nil {
-		return refused(fmt.Errorf("helm: %w", err))
+		return refused(err)
 	}
-	current, err := ac.Get(cr.GetName())
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return refused(fmt.Errorf("reading the release: %w", err))
-	}
-	dryRun := cmp.Or(k.DryRunOption, "server")
-	var rendered *release.Release
-	if current == nil {
-		rendered, err = ac.Install(cr.GetName(), cr.GetNamespace(), k.Chart, vals, func(i *action.Install) error {
-			i.DryRun, i.DryRunOption = true, dryRun
-			return nil
-		})
-	} else {
-		rendered, err = ac.Upgrade(cr.GetName(), cr.GetNamespace(), k.Chart, vals, func(u *action.Upgrade) error {
-			u.DryRun, u.DryRunOption = true, dryRun
-			return nil
-		})
-	}
-	if err != nil {
-		return refused(fmt.Errorf("rendering: %w", err))
-	}
+	current, rendered := rend.Current, rend.Rendered
 	before := map[string]*unstructured.Unstructured{}
 	if current != nil {
 		if before, err = p.objects(current.Manifest, cr.GetNamespace()); err != nil {
@@ -222,7 +186,7 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		return refused(fmt.Errorf("the new manifest: %w", err))
 	}
 	rel.Outcome = Unchanged
-	if current != nil && current.Info != nil && current.Info.Status != release.StatusDeployed {
+	if current != nil && current.Info != nil && current.Info.Status != common.StatusDeployed {
 		rel.Message = "the release is " + current.Info.Status.String() + ": the operator will upgrade it"
 		rel.Outcome = Changed
 	}
@@ -246,7 +210,7 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		}
 	}
 	if rel.Outcome != Unchanged {
-		hooks, err := p.hooks(ctx, w, ac.Config().KubeClient, rendered, current == nil)
+		hooks, err := p.hooks(ctx, w, rend.Kube, rendered, current == nil)
 		if err != nil {
 			return refused(fmt.Errorf("the new hooks: %w", err))
 		}
@@ -315,30 +279,6 @@ func (p Previewer) hooks(ctx context.Context, w client.Writer, helm kube.Interfa
 		}
 	}
 	return out, nil
-}
-
-// values builds cr's values as helm-operator-plugins' reconciler does: override values into the
-// spec, the value translator, then the chart's defaults.
-func (p Previewer) values(ctx context.Context, k Kind, cr *unstructured.Unstructured) (chartutil.Values, error) {
-	if len(k.OverrideValues) > 0 {
-		spec, _, _ := unstructured.NestedMap(cr.Object, "spec")
-		if spec == nil {
-			spec = map[string]any{}
-		}
-		for key, v := range k.OverrideValues {
-			if err := strvals.ParseInto(fmt.Sprintf("%s=%s", key, os.ExpandEnv(v)), spec); err != nil {
-				return nil, err
-			}
-		}
-		if err := unstructured.SetNestedMap(cr.Object, spec, "spec"); err != nil {
-			return nil, err
-		}
-	}
-	vals, err := k.Translate(ctx, cr)
-	if err != nil {
-		return nil, err
-	}
-	return chartutil.CoalesceValues(k.Chart, vals)
 }
 
 // object compares one object of the release before and after (either may be nil) and dry-runs

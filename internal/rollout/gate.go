@@ -70,41 +70,54 @@ func (g *Gate) wakeRunner() {
 	}
 }
 
-// Hold reports whether an upgrade of obj must wait. specChanged says the upgrade renders values
-// other than the deployed release's (a user's change), which goes at once unless the rollout
-// is halted. Every other upgrade (a new chart, new rendering code) waits for its wave.
-func (g *Gate) Hold(obj client.Object, specChanged bool) bool {
+// Holds reports whether an upgrade of obj must wait. specChanged says the upgrade renders
+// values other than the deployed release's (a user's change), which goes at once unless the
+// rollout is halted. Every other upgrade (a new chart, new rendering code) waits for its wave.
+// It changes nothing: Decided tells the gate what the reconcile decided.
+func (g *Gate) Holds(obj client.Object, specChanged bool) bool {
 	key := client.ObjectKeyFromObject(obj)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.seen != nil {
-		g.seen[key] = true
-	}
 	if obj.GetAnnotations()[UpgradeNowAnnotation] == "true" {
-		delete(g.held, key)
 		return false
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if m, ok := g.state.Members[key.String()]; ok && g.loaded {
 		return g.state.Halted != "" && m.Phase == PhaseAdmitted
 	}
-	if g.loaded && g.state.Halted == "" && specChanged {
-		return false
+	return !g.loaded || g.state.Halted != "" || !specChanged
+}
+
+// Decided tells that the reconcile of obj decided its upgrade: held (it waits for its wave:
+// the runner takes it into the next one) or not (it goes now).
+func (g *Gate) Decided(obj client.Object, held bool) {
+	key := client.ObjectKeyFromObject(obj)
+	g.mu.Lock()
+	if g.seen != nil {
+		g.seen[key] = true
 	}
-	if _, was := g.held[key]; !was {
+	_, was := g.held[key]
+	_, member := g.state.Members[key.String()]
+	waits := held && !was && !(member && g.loaded) // a member of a wave waits where it is
+	switch {
+	case waits:
 		g.held[key] = labels.Set(obj.GetLabels())
-		if g.state.Halted != "" && g.Nudge != nil {
-			g.Nudge(key) // its status says why it waits
-		}
+	case !held:
+		delete(g.held, key)
 	}
-	g.wakeRunner()
-	return true
+	nudge := waits && g.state.Halted != "" && g.Nudge != nil
+	g.mu.Unlock()
+	if nudge {
+		g.Nudge(key) // its status says why it waits
+	}
+	if held && !(member && g.loaded) {
+		g.wakeRunner()
+	}
 }
 
 // UpToDate tells that obj's release renders what the chart at hand renders: nothing to upgrade.
 func (g *Gate) UpToDate(obj client.Object) {
 	key := client.ObjectKeyFromObject(obj)
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.seen != nil {
 		g.seen[key] = true
 	}
@@ -112,6 +125,7 @@ func (g *Gate) UpToDate(obj client.Object) {
 	if m, ok := g.state.Members[key.String()]; ok && m.Phase == PhaseAdmitted {
 		g.setPhase(key, m, PhaseUpgraded, "")
 	}
+	g.mu.Unlock()
 	g.wakeRunner()
 }
 
@@ -119,18 +133,22 @@ func (g *Gate) UpToDate(obj client.Object) {
 func (g *Gate) Upgraded(obj client.Object, err error) {
 	key := client.ObjectKeyFromObject(obj)
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	if g.seen != nil {
+		g.seen[key] = true
+	}
 	delete(g.held, key)
 	m, ok := g.state.Members[key.String()]
-	if !ok || (m.Phase != PhaseAdmitted && m.Phase != PhaseUpgraded) {
-		return // not in a wave (a spec change, an override), or already judged
-	}
-	if err != nil {
+	judged := ok && (m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded) // else not in a wave (a spec change, an override)
+	switch {
+	case judged && err != nil:
 		g.setPhase(key, m, PhaseFailed, "upgrade failed: "+err.Error())
-	} else {
+	case judged:
 		g.setPhase(key, m, PhaseUpgraded, "")
 	}
-	g.wakeRunner()
+	g.mu.Unlock()
+	if judged {
+		g.wakeRunner()
+	}
 }
 
 func (g *Gate) setPhase(key types.NamespacedName, m Member, p Phase, message string) {

@@ -98,6 +98,13 @@ func (f *fixture) step(t *testing.T) {
 	}
 }
 
+// hold asks the gate whether an upgrade waits, and tells it the decision, as the action client does.
+func hold(g *Gate, obj client.Object, specChanged bool) bool {
+	held := g.Holds(obj, specChanged)
+	g.Decided(obj, held)
+	return held
+}
+
 // wave returns who was woken since the last call, sorted.
 func (f *fixture) wave() []string {
 	w := slices.Sorted(slices.Values(f.woken))
@@ -108,11 +115,11 @@ func (f *fixture) wave() []string {
 func TestChartUpgradesWaitForTheirWaveAndSpecChangesDoNot(t *testing.T) {
 	f := newFixture(t, "a", "b", "c", "d", "e", "f")
 	f.fleet["c"].SetLabels(map[string]string{"canary": "yes"})
-	if f.gate.Hold(f.fleet["a"], true) {
+	if hold(f.gate, f.fleet["a"], true) {
 		t.Error("a spec change was held while the rollout runs")
 	}
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
-		if !f.gate.Hold(f.fleet[n], false) {
+		if !hold(f.gate, f.fleet[n], false) {
 			t.Errorf("%s: a chart upgrade went before its wave", n)
 		}
 	}
@@ -125,7 +132,7 @@ func TestChartUpgradesWaitForTheirWaveAndSpecChangesDoNot(t *testing.T) {
 	if w := f.wave(); !slices.Equal(w, []string{"c"}) {
 		t.Fatalf("first wave %v, want the canary c", w)
 	}
-	if f.gate.Hold(f.fleet["c"], false) {
+	if hold(f.gate, f.fleet["c"], false) {
 		t.Error("an admitted release is still held")
 	}
 	f.gate.Upgraded(f.fleet["c"], nil)
@@ -157,7 +164,7 @@ func TestAFailureBeyondTheBudgetHaltsTheRollout(t *testing.T) {
 	f.gate.Settings.CanarySelector = labels.Nothing()
 	f.gate.Settings.Canaries = 2
 	for _, n := range []string{"a", "b", "c", "d"} {
-		f.gate.Hold(f.fleet[n], false)
+		hold(f.gate, f.fleet[n], false)
 	}
 	f.step(t)
 	if w := f.wave(); !slices.Equal(w, []string{"a", "b"}) {
@@ -169,10 +176,10 @@ func TestAFailureBeyondTheBudgetHaltsTheRollout(t *testing.T) {
 	if !strings.Contains(st.Halted, "ns/a: upgrade failed: boom") {
 		t.Fatalf("halted %q, want it to name a's failure", st.Halted)
 	}
-	if !f.gate.Hold(f.fleet["c"], true) {
+	if !hold(f.gate, f.fleet["c"], true) {
 		t.Error("a spec change went while the rollout is halted")
 	}
-	if !f.gate.Hold(f.fleet["b"], false) {
+	if !hold(f.gate, f.fleet["b"], false) {
 		t.Error("an admitted release that had not upgraded went while the rollout is halted")
 	}
 	for _, n := range []string{"b", "c", "d"} {
@@ -184,7 +191,7 @@ func TestAFailureBeyondTheBudgetHaltsTheRollout(t *testing.T) {
 		t.Error("the failed release itself is reported held")
 	}
 	f.fleet["d"].SetAnnotations(map[string]string{UpgradeNowAnnotation: "true"})
-	if f.gate.Hold(f.fleet["d"], false) {
+	if hold(f.gate, f.fleet["d"], false) {
 		t.Error("the upgrade-now annotation did not let the upgrade go")
 	}
 	f.step(t)
@@ -215,7 +222,7 @@ func TestAnAdministratorResumesAHaltedRolloutOnce(t *testing.T) {
 	f.gate.Nudge = func(key types.NamespacedName) { nudged = append(nudged, key.Name) }
 	f.gate.RequestResume("before") // a request left from an earlier halt: handled, no effect
 	for _, n := range []string{"a", "b", "c"} {
-		f.gate.Hold(f.fleet[n], false)
+		hold(f.gate, f.fleet[n], false)
 	}
 	f.step(t)
 	if w := f.wave(); !slices.Equal(w, []string{"a"}) {
@@ -261,7 +268,7 @@ func TestAnAdministratorResumesAHaltedRolloutOnce(t *testing.T) {
 			t.Errorf("%s still reported held by a halted rollout", n)
 		}
 	}
-	if f.gate.Hold(f.fleet["a"], false) {
+	if hold(f.gate, f.fleet["a"], false) {
 		t.Error("the release admitted again is held")
 	}
 	f.gate.UpToDate(f.fleet["a"]) // it renders the target already: judged by its health again
@@ -277,7 +284,7 @@ func TestAFailedSaveWakesItsWaveWithTheNextSave(t *testing.T) {
 	f.gate.Settings.CanarySelector = nil
 	failing := &failingStore{StateStore: f.store, fail: true}
 	f.gate.Store = failing
-	f.gate.Hold(f.fleet["a"], false)
+	hold(f.gate, f.fleet["a"], false)
 	if err := f.gate.step(context.Background()); err == nil {
 		t.Fatal("the save failed and the step did not say so")
 	}
@@ -309,7 +316,7 @@ func TestARestartResumesTheWaveAndRestartsItsClock(t *testing.T) {
 	f.gate.Settings.CanarySelector = nil
 	f.gate.Settings.Timeout = time.Minute
 	for _, n := range []string{"a", "b"} {
-		f.gate.Hold(f.fleet[n], false)
+		hold(f.gate, f.fleet[n], false)
 	}
 	f.step(t)
 	_ = f.wave()
@@ -324,10 +331,10 @@ func TestARestartResumesTheWaveAndRestartsItsClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.gate = g
-	if g.Hold(f.fleet["a"], false) {
+	if hold(g, f.fleet["a"], false) {
 		t.Error("an admitted release is held after a restart")
 	}
-	if !g.Hold(f.fleet["b"], false) {
+	if !hold(g, f.fleet["b"], false) {
 		t.Error("a release not admitted went after a restart")
 	}
 	f.step(t)

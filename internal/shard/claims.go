@@ -32,11 +32,12 @@ func NewClaims() *Claims {
 	return &Claims{inflight: map[Key]int{}, released: map[Key]bool{}}
 }
 
-// Begin starts an action on k, unless k was handed over; End must follow.
-func (c *Claims) Begin(k Key) error {
+// Begin starts an action on k, unless k was handed over and this shard is not about to claim
+// it again (claiming); End must follow.
+func (c *Claims) Begin(k Key, claiming bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released[k] {
+	if c.released[k] && !claiming {
 		return ErrHandedOver
 	}
 	c.inflight[k]++

@@ -107,7 +107,7 @@ func TestClaimedByOther(t *testing.T) {
 func TestClaimsHandOverOnlyWhenIdle(t *testing.T) {
 	c := NewClaims()
 	k := Key{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}}
-	if err := c.Begin(k); err != nil {
+	if err := c.Begin(k, false); err != nil {
 		t.Fatal(err)
 	}
 	if c.Release(k) {
@@ -117,11 +117,11 @@ func TestClaimsHandOverOnlyWhenIdle(t *testing.T) {
 	if !c.Release(k) {
 		t.Fatal("not released once idle")
 	}
-	if err := c.Begin(k); !errors.Is(err, ErrHandedOver) {
+	if err := c.Begin(k, false); !errors.Is(err, ErrHandedOver) {
 		t.Fatalf("an action began after the handover: %v", err)
 	}
 	c.Reclaim(k)
-	if err := c.Begin(k); err != nil {
+	if err := c.Begin(k, false); err != nil {
 		t.Fatalf("an action could not begin once reclaimed: %v", err)
 	}
 	c.End(k)

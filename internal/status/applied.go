@@ -4,9 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
-	"helm.sh/helm/v3/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,32 +46,30 @@ func NewAppliedGenerations(namespaced func(schema.GroupVersionKind) bool) *Appli
 	}
 }
 
-// PostHook records the applied generation and the release's objects, and wakes the status
-// controller when either changed.
-func (o *AppliedGenerations) PostHook() hook.PostHook {
-	return hook.PostHookFunc(func(obj *unstructured.Unstructured, rel release.Release, _ logr.Logger) error {
-		key, now := client.ObjectKeyFromObject(obj), applied{uid: obj.GetUID(), generation: obj.GetGeneration()}
-		objectsChanged, err := o.Manifests.Learn(key, rel.Manifest, o.namespaced)
-		if err != nil {
-			return err
-		}
-		o.mu.Lock()
-		changed := o.generations[key] != now || objectsChanged
-		o.generations[key] = now
-		o.mu.Unlock()
-		if changed {
-			// After the updater's write, which carries most of it (see wakeDelay).
-			copied := obj.DeepCopy()
-			time.AfterFunc(wakeDelay, func() {
-				select {
-				case o.events <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: copied}:
-				default:
-					// The queue is full; the status write that follows a change wakes the controller too.
-				}
-			})
-		}
-		return nil
-	})
+// Applied records the applied generation and the release's objects, and wakes the status
+// controller when either changed: a post hook of the Helm reconciler.
+func (o *AppliedGenerations) Applied(obj *unstructured.Unstructured, rel *release.Release) error {
+	key, now := client.ObjectKeyFromObject(obj), applied{uid: obj.GetUID(), generation: obj.GetGeneration()}
+	objectsChanged, err := o.Manifests.Learn(key, rel.Manifest, o.namespaced)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
+	changed := o.generations[key] != now || objectsChanged
+	o.generations[key] = now
+	o.mu.Unlock()
+	if changed {
+		// After the updater's write, which carries most of it (see wakeDelay).
+		copied := obj.DeepCopy()
+		time.AfterFunc(wakeDelay, func() {
+			select {
+			case o.events <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: copied}:
+			default:
+				// The queue is full; the status write that follows a change wakes the controller too.
+			}
+		})
+	}
+	return nil
 }
 
 // Generation returns the last applied generation of a resource, if any.

@@ -6,8 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -143,7 +142,7 @@ func TestReconcilerWritesTheDeclaredStatus(t *testing.T) {
 	if got := getMyProxy(t, c, key); len(got.Object["status"].(map[string]any)) != 2 || watches.sources != 0 {
 		t.Fatalf("status %v written, or %d kinds watched, before the release's objects were known", got.Object["status"], watches.sources)
 	}
-	if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
+	if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
@@ -223,7 +222,7 @@ func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
 		}})
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
 	// The post hook runs before the updater writes: the release and its generation are known.
-	if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
+	if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
 		t.Fatal(err)
 	}
 	// The updater's write, as it builds it: its conditions and deployedRelease only.

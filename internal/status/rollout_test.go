@@ -5,8 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"helm.sh/helm/v3/pkg/release"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +47,7 @@ func TestReadyLiveIsReadyAndTheGatingConditions(t *testing.T) {
 			if ok, why, err := r.ReadyLive(context.Background(), c, key); err != nil || ok {
 				t.Fatalf("before the release's objects are known: %v, %q, %v; want not ready", ok, why, err)
 			}
-			if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
+			if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
 				t.Fatal(err)
 			}
 			ok, why, err := r.ReadyLive(context.Background(), c, key)
@@ -64,7 +63,7 @@ func TestRolloutHeldComesAndGoesWithTheHold(t *testing.T) {
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
 	cr := myProxy(condition(names.ConditionDeployed))
 	r, c, _ := statusReconciler(t, cr, availableDeployment(map[string]string{"app.kubernetes.io/component": "proxy"}))
-	if err := r.Applied.PostHook().Exec(cr, release.Release{Manifest: proxyManifest}, logr.Discard()); err != nil {
+	if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
 		t.Fatal(err)
 	}
 	held := true

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/rollout"
@@ -35,6 +37,9 @@ const (
 // Watch is one entry.
 type Watch struct {
 	watches.Watch
+	// Chart is the chart at ChartPath, as Helm 4 loads it; it stands in for the plugins' Helm 3
+	// chart, which the operator never renders.
+	Chart *chart.Chart
 	// DryRunOption is the dry-run mode of the upgrade check; "" keeps the reconciler's (server).
 	DryRunOption string
 	// Reach is what the kind's releases may touch beyond their custom resource's namespace.
@@ -67,6 +72,9 @@ func Load(path string) ([]Watch, error) {
 	for i, e := range entries {
 		w := Watch{Watch: ws[i]}
 		where := fmt.Sprintf("%s: entry %d (%s)", path, i+1, ws[i].GroupVersionKind)
+		if w.Chart, err = loader.Load(w.ChartPath); err != nil {
+			return nil, fmt.Errorf("%s: chart %s: %w", where, w.ChartPath, err)
+		}
 		unknown := slices.DeleteFunc(slices.Sorted(maps.Keys(e)), func(k string) bool { return slices.Contains(Keys, k) })
 		if len(unknown) > 0 {
 			return nil, fmt.Errorf("%s: unknown key(s) %s; the keys are %s", where,

@@ -1,4 +1,4 @@
-package renderinputs
+package actionclient
 
 import (
 	"context"
@@ -12,35 +12,33 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
-// CR names a custom resource whose renderings the Tracker follows.
-type CR = shard.Key
-
-// Tracker watches the metadata of the objects that renderings looked up and wakes the custom
+// Lookups watches the metadata of the objects that renderings looked up and wakes the custom
 // resources whose rendering read an object that changed, so that they are rendered again.
 //
 // Its cache holds only the identity of objects of the looked-up kinds, in the watched
 // namespaces, and starts a kind's informer at its first lookup. An object outside those
 // namespaces wakes nothing when it changes.
-type Tracker struct {
+type Lookups struct {
 	cache  cache.Cache
 	mapper meta.RESTMapper
-	wake   func(CR)
+	wake   func(shard.Key)
 
 	mu        sync.Mutex
-	followers map[string]map[CR]struct{} // Read.Key() -> custom resources whose rendering read it
-	followed  map[CR][]string            // custom resource -> keys it follows
+	followers map[string]map[shard.Key]struct{} // Read.Key() -> custom resources whose rendering read it
+	followed  map[shard.Key][]string            // custom resource -> keys it follows
 	watched   map[schema.GroupVersionKind]bool
 }
 
-// NewTracker creates a Tracker over c, a metadata cache of the watched namespaces
+// NewLookups creates a Lookups over c, a metadata cache of the watched namespaces
 // (caches.Lookups). wake is called, from an informer's goroutine, for each custom resource
 // whose rendering read an object that changed.
-func NewTracker(c cache.Cache, mapper meta.RESTMapper, wake func(CR)) *Tracker {
-	return &Tracker{cache: c, mapper: mapper, wake: wake,
-		followers: map[string]map[CR]struct{}{}, followed: map[CR][]string{}, watched: map[schema.GroupVersionKind]bool{}}
+func NewLookups(c cache.Cache, mapper meta.RESTMapper, wake func(shard.Key)) *Lookups {
+	return &Lookups{cache: c, mapper: mapper, wake: wake,
+		followers: map[string]map[shard.Key]struct{}{}, followed: map[shard.Key][]string{}, watched: map[schema.GroupVersionKind]bool{}}
 }
 
 // syncTimeout bounds the wait for a kind's informer to sync. An informer that cannot list its
@@ -49,7 +47,10 @@ const syncTimeout = 10 * time.Second
 
 // Follow makes cr follow the objects its latest rendering read (and only those): a change to
 // any of them wakes it.
-func (t *Tracker) Follow(ctx context.Context, cr CR, reads []Read) error {
+func (t *Lookups) Follow(ctx context.Context, cr shard.Key, reads []helmconfig.Read) error {
+	if t == nil {
+		return nil
+	}
 	keys := make([]string, 0, len(reads))
 	for _, rd := range reads {
 		keys = append(keys, rd.Key())
@@ -61,7 +62,7 @@ func (t *Tracker) Follow(ctx context.Context, cr CR, reads []Read) error {
 	}
 	for _, k := range keys {
 		if t.followers[k] == nil {
-			t.followers[k] = map[CR]struct{}{}
+			t.followers[k] = map[shard.Key]struct{}{}
 		}
 		t.followers[k][cr] = struct{}{}
 	}
@@ -75,20 +76,23 @@ func (t *Tracker) Follow(ctx context.Context, cr CR, reads []Read) error {
 }
 
 // Forget drops what cr followed (its release is gone).
-func (t *Tracker) Forget(cr CR) {
+func (t *Lookups) Forget(cr shard.Key) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	t.unfollowLocked(cr)
 	t.mu.Unlock()
 }
 
 // Following returns how many custom resources follow at least one object.
-func (t *Tracker) Following() int {
+func (t *Lookups) Following() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.followed)
 }
 
-func (t *Tracker) unfollowLocked(cr CR) {
+func (t *Lookups) unfollowLocked(cr shard.Key) {
 	for _, k := range t.followed[cr] {
 		delete(t.followers[k], cr)
 		if len(t.followers[k]) == 0 {
@@ -99,7 +103,7 @@ func (t *Tracker) unfollowLocked(cr CR) {
 }
 
 // watch starts, once per kind, the informer whose events wake followers.
-func (t *Tracker) watch(ctx context.Context, gvr schema.GroupVersionResource) error {
+func (t *Lookups) watch(ctx context.Context, gvr schema.GroupVersionResource) error {
 	gvk, err := t.mapper.KindFor(gvr)
 	if err != nil {
 		return err
@@ -132,7 +136,7 @@ func (t *Tracker) watch(ctx context.Context, gvr schema.GroupVersionResource) er
 
 // changed wakes the followers of an object: those that read it, and those that listed its
 // namespace or the whole kind.
-func (t *Tracker) changed(gvr schema.GroupVersionResource, obj any) {
+func (t *Lookups) changed(gvr schema.GroupVersionResource, obj any) {
 	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
@@ -141,13 +145,13 @@ func (t *Tracker) changed(gvr schema.GroupVersionResource, obj any) {
 		return
 	}
 	keys := []string{
-		Read{Resource: gvr, Namespace: o.GetNamespace(), Name: o.GetName()}.Key(),
-		Read{Resource: gvr, Namespace: o.GetNamespace()}.Key(),
+		helmconfig.Read{Resource: gvr, Namespace: o.GetNamespace(), Name: o.GetName()}.Key(),
+		helmconfig.Read{Resource: gvr, Namespace: o.GetNamespace()}.Key(),
 	}
 	if o.GetNamespace() != "" {
-		keys = append(keys, Read{Resource: gvr}.Key())
+		keys = append(keys, helmconfig.Read{Resource: gvr}.Key())
 	}
-	var woken []CR
+	var woken []shard.Key
 	t.mu.Lock()
 	for _, k := range keys {
 		for cr := range t.followers[k] {

@@ -1,0 +1,202 @@
+package actionclient
+
+// The seam: helm-operator-plugins' reconciler speaks Helm 3's types, and this file is the only
+// one of the operator that knows them. The reconciler holds a chart, hands it and the values to
+// the action client, and reads releases back; its post hooks receive a release and its value
+// translator returns Helm 3's values. Everything else runs on Helm 4.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/go-logr/logr"
+	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
+	"github.com/operator-framework/helm-operator-plugins/pkg/hook"
+	"github.com/operator-framework/helm-operator-plugins/pkg/values"
+	v3action "helm.sh/helm/v3/pkg/action"
+	v3chart "helm.sh/helm/v3/pkg/chart"
+	v3chartutil "helm.sh/helm/v3/pkg/chartutil"
+	v3release "helm.sh/helm/v3/pkg/release"
+	v3driver "helm.sh/helm/v3/pkg/storage/driver"
+	v3time "helm.sh/helm/v3/pkg/time"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var (
+	_ helmclient.ActionClientGetter = (*Client)(nil)
+	_ helmclient.ActionInterface    = (*reconcile)(nil)
+)
+
+// ReconcilerChart is the chart the reconciler holds: the chart's metadata, which names it, and
+// nothing it could render or coalesce. The reconciler coalesces the values with the chart it
+// holds before it hands them over; Helm's install and upgrade coalesce them again with the
+// chart the action client renders, and a default deleted by a null in the spec would come back
+// from the first coalescing. Holding no values, the reconciler hands the values over as the
+// translator returned them, and Helm coalesces once, as for `helm install -f`.
+func ReconcilerChart(c *chart.Chart) v3chart.Chart {
+	md := c.Metadata
+	return v3chart.Chart{Metadata: &v3chart.Metadata{APIVersion: md.APIVersion, Name: md.Name, Version: md.Version,
+		AppVersion: md.AppVersion, Description: md.Description, Type: md.Type, KubeVersion: md.KubeVersion}}
+}
+
+// ActionClientFor implements helmclient.ActionClientGetter: the reconcile of obj begins.
+func (c *Client) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, err
+		}
+		u = &unstructured.Unstructured{Object: m}
+	}
+	r, err := c.begin(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Translator is the reconciler's value translator: the values the reconcile's client built
+// for the same object when the reconcile began.
+func (c *Client) Translator() values.Translator {
+	return values.TranslatorFunc(func(_ context.Context, obj *unstructured.Unstructured) (v3chartutil.Values, error) {
+		t, ok := c.translated.take(obj)
+		if !ok {
+			return nil, fmt.Errorf("no reconcile of %s/%s began: its values were not built", obj.GetNamespace(), obj.GetName())
+		}
+		return t.vals, t.err
+	})
+}
+
+// PostHook is a post hook of the reconciler, which runs f after every successful install,
+// upgrade and drift correction with the release it left.
+func PostHook(f func(obj *unstructured.Unstructured, rel *release.Release) error) hook.PostHook {
+	return hook.PostHookFunc(func(obj *unstructured.Unstructured, rel v3release.Release, _ logr.Logger) error {
+		return f(obj, fromV3(&rel))
+	})
+}
+
+// Get implements helmclient.ActionInterface.
+func (r *reconcile) Get(name string, _ ...helmclient.GetOption) (*v3release.Release, error) {
+	return v3(r.get(name))
+}
+
+// History implements helmclient.ActionInterface: the revisions of release name, newest first.
+func (r *reconcile) History(name string, _ ...helmclient.HistoryOption) ([]*v3release.Release, error) {
+	rels, err := during(r, func() ([]*v3release.Release, error) {
+		all, err := r.cfg.Releases.History(name)
+		var out []*v3release.Release
+		for _, one := range all {
+			rel, cerr := asRelease(one)
+			err = cmp.Or(err, cerr)
+			out = append(out, toV3(rel))
+		}
+		return out, err
+	})
+	slices.SortFunc(rels, func(a, b *v3release.Release) int { return b.Version - a.Version })
+	return rels, v3err(err)
+}
+
+// Install implements helmclient.ActionInterface; the chart is the kind's (Options.Chart).
+func (r *reconcile) Install(_, _ string, _ *v3chart.Chart, _ map[string]any, opts ...helmclient.InstallOption) (*v3release.Release, error) {
+	var i v3action.Install
+	for _, o := range opts {
+		if err := o(&i); err != nil {
+			return nil, err
+		}
+	}
+	return v3(r.install(actionOptions{DisableHooks: i.DisableHooks, Description: i.Description}))
+}
+
+// Upgrade implements helmclient.ActionInterface: a dry run is the reconciler's check.
+func (r *reconcile) Upgrade(_, _ string, _ *v3chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*v3release.Release, error) {
+	var u v3action.Upgrade
+	for _, o := range opts {
+		if err := o(&u); err != nil {
+			return nil, err
+		}
+	}
+	if u.DryRun {
+		return v3(r.check())
+	}
+	return v3(r.upgrade(actionOptions{DisableHooks: u.DisableHooks, Description: u.Description, Force: u.Force}))
+}
+
+// Uninstall implements helmclient.ActionInterface.
+func (r *reconcile) Uninstall(_ string, opts ...helmclient.UninstallOption) (*v3release.UninstallReleaseResponse, error) {
+	var u v3action.Uninstall
+	for _, o := range opts {
+		if err := o(&u); err != nil {
+			return nil, err
+		}
+	}
+	rel, err := r.uninstall(actionOptions{DisableHooks: u.DisableHooks, Description: u.Description})
+	if rel == nil {
+		return nil, v3err(err)
+	}
+	return &v3release.UninstallReleaseResponse{Release: toV3(rel)}, v3err(err)
+}
+
+// Reconcile implements helmclient.ActionInterface: the drift correction of the release read.
+func (r *reconcile) Reconcile(*v3release.Release) error { return v3err(r.reconcileObjects()) }
+
+// Config implements helmclient.ActionInterface. The reconciler never asks for it: there is no
+// Helm 3 configuration.
+func (r *reconcile) Config() *v3action.Configuration { return nil }
+
+func v3(rel *release.Release, err error) (*v3release.Release, error) { return toV3(rel), v3err(err) }
+
+// v3err makes Helm 4's "release not found" Helm 3's, which the reconciler tests for.
+func v3err(err error) error {
+	if errors.Is(err, driver.ErrReleaseNotFound) && !errors.Is(err, v3driver.ErrReleaseNotFound) {
+		return fmt.Errorf("%w (%w)", v3driver.ErrReleaseNotFound, err)
+	}
+	return err
+}
+
+// toV3 is rel as the reconciler and its post hooks read it: identity, status, notes, manifest,
+// values, labels, and the chart's metadata. Hooks and the chart's files stay behind.
+func toV3(rel *release.Release) *v3release.Release {
+	if rel == nil {
+		return nil
+	}
+	out := &v3release.Release{Name: rel.Name, Namespace: rel.Namespace, Version: rel.Version, Manifest: rel.Manifest,
+		Config: rel.Config, Labels: rel.Labels}
+	if rel.Chart != nil && rel.Chart.Metadata != nil {
+		c := ReconcilerChart(rel.Chart)
+		out.Chart = &c
+	}
+	if i := rel.Info; i != nil {
+		out.Info = &v3release.Info{FirstDeployed: v3time.Time{Time: i.FirstDeployed}, LastDeployed: v3time.Time{Time: i.LastDeployed},
+			Deleted: v3time.Time{Time: i.Deleted}, Description: i.Description, Status: v3release.Status(i.Status), Notes: i.Notes}
+	}
+	return out
+}
+
+// fromV3 is the inverse of toV3.
+func fromV3(rel *v3release.Release) *release.Release {
+	if rel == nil {
+		return nil
+	}
+	out := &release.Release{Name: rel.Name, Namespace: rel.Namespace, Version: rel.Version, Manifest: rel.Manifest,
+		Config: rel.Config, Labels: rel.Labels}
+	if rel.Chart != nil && rel.Chart.Metadata != nil {
+		md := rel.Chart.Metadata
+		out.Chart = &chart.Chart{Metadata: &chart.Metadata{APIVersion: md.APIVersion, Name: md.Name, Version: md.Version,
+			AppVersion: md.AppVersion, Description: md.Description, Type: md.Type, KubeVersion: md.KubeVersion}}
+	}
+	if i := rel.Info; i != nil {
+		out.Info = &release.Info{FirstDeployed: i.FirstDeployed.Time, LastDeployed: i.LastDeployed.Time,
+			Deleted: i.Deleted.Time, Description: i.Description, Status: common.Status(i.Status), Notes: i.Notes}
+	}
+	return out
+}

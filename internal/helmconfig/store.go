@@ -1,0 +1,568 @@
+package helmconfig
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v4/pkg/release"
+	rspb "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/example/myproxy-operator/internal/names"
+)
+
+// recordType is the type of the Secret that holds a Helm release record.
+const recordType = "helm.sh/release.v1"
+
+// Store is the release storage of one custom resource: Helm's records, as Helm's Secrets
+// driver writes them (a Secret of type helm.sh/release.v1 in the custom resource's namespace,
+// holding the base64 of the gzipped JSON release, with Helm's labels), read back by Helm, the
+// helm CLI and earlier versions of this operator alike. What it adds to Helm's driver:
+//
+//   - ownership: every record it writes is controlled by the custom resource (an owner
+//     reference, so the garbage collector takes the records with it), and a record controlled
+//     by another object is invisible: a release is named after its custom resource, so two
+//     kinds with resources of one name in a namespace would otherwise share one release, each
+//     upgrading it to its own chart. The second one's install stops at its first record with a
+//     NameTakenError; its uninstall finds nothing;
+//   - optimistic writes: an update or delete carries the resourceVersion (a delete also the UID)
+//     this store last saw the record at, so a writer acting on stale state (a leader frozen past
+//     its Lease, whose fence let a request through just before the freeze) gets a conflict and
+//     its action fails, instead of overwriting newer state;
+//   - confinement of hooks: Helm writes a revision's record before it runs its first hook and
+//     builds each hook only when it runs it, so a new record's hooks are checked (checkNew)
+//     before anything is written;
+//   - what the operator keeps of records across custom resources (Records): its own writes, and
+//     the empty history of a new release answered without a list (fast path empty-history);
+//   - the encoding of fast path record-encoding: a pooled compressor at the default level
+//     instead of a new one at the best compression for every record.
+type Store struct {
+	secrets   corev1client.SecretInterface // of the custom resource's namespace
+	namespace string
+	owner     metav1.OwnerReference
+	records   *Records
+	// absences: the empty history of a release no record is known of is answered from the
+	// record cache; never for a custom resource being deleted (a release read as absent would
+	// leave its objects behind).
+	absences bool
+	pooled   bool
+	checkNew func(*rspb.Release) error
+
+	mu   sync.Mutex
+	seen map[string]seenAs // record name -> how it was last seen
+	// refused: a create was refused because the record exists; every later call of the action
+	// fails with it (RecordExistsError).
+	refused error
+}
+
+type seenAs struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+var _ driver.Driver = (*Store)(nil)
+
+// Name implements driver.Driver: Helm's name of the Secrets driver.
+func (s *Store) Name() string { return driver.SecretsDriverName }
+
+// foreign reports whether a record is controlled by an object other than the custom resource.
+func (s *Store) foreign(secret *corev1.Secret) bool {
+	ref := metav1.GetControllerOf(secret)
+	return ref != nil && ref.UID != s.owner.UID
+}
+
+func (s *Store) remember(secrets ...corev1.Secret) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, secret := range secrets {
+		s.seen[secret.Name] = seenAs{uid: secret.UID, resourceVersion: secret.ResourceVersion}
+	}
+}
+
+func (s *Store) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+func (s *Store) release(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.namespace, Name: name}
+}
+
+// Get implements driver.Driver.
+func (s *Store) Get(key string) (release.Releaser, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	secret, err := s.secrets.Get(context.Background(), key, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, driver.ErrReleaseNotFound
+	case err != nil:
+		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
+	case s.foreign(secret):
+		return nil, driver.ErrReleaseNotFound
+	}
+	s.remember(*secret)
+	rls, err := decode(secret.Data["release"])
+	if err != nil {
+		return nil, fmt.Errorf("get: failed to decode data %q: %w", key, err)
+	}
+	rls.Labels = withoutSystemLabels(secret.Labels)
+	return rls, nil
+}
+
+// List implements driver.Driver.
+func (s *Store) List(filter func(release.Releaser) bool) ([]release.Releaser, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	rels, _, err := s.list(labels.Set{names.RecordOwnerLabel: names.RecordOwnerHelm})
+	return slices.DeleteFunc(rels, func(r release.Releaser) bool { return !filter(r) }), err
+}
+
+// Query implements driver.Driver.
+func (s *Store) Query(keys map[string]string) ([]release.Releaser, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	name := keys[names.RecordNameLabel]
+	history := name != "" && keys[names.RecordOwnerLabel] == names.RecordOwnerHelm
+	if history && s.absences && s.records.absent(s.release(name)) {
+		return nil, driver.ErrReleaseNotFound
+	}
+	rels, records, err := s.list(keys)
+	if err != nil {
+		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
+	}
+	if records == 0 {
+		return nil, driver.ErrReleaseNotFound
+	}
+	if history {
+		s.records.know(s.release(name))
+	}
+	return rels, nil
+}
+
+// list returns the releases of the records of the custom resource (or of no owner) that the
+// labels select, with their labels as Helm's driver lists them (system labels included), and
+// how many records there were: Helm's driver skips a record it cannot decode, and then answers
+// with no release rather than none found.
+func (s *Store) list(selector labels.Set) ([]release.Releaser, int, error) {
+	l, err := s.secrets.List(context.Background(), metav1.ListOptions{LabelSelector: selector.AsSelector().String()})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []release.Releaser
+	records := 0
+	for i := range l.Items {
+		item := &l.Items[i]
+		if s.foreign(item) {
+			continue
+		}
+		records++
+		s.remember(*item)
+		rls, err := decode(item.Data["release"])
+		if err != nil {
+			continue
+		}
+		rls.Labels = item.Labels
+		out = append(out, rls)
+	}
+	return out, records, nil
+}
+
+// Create implements driver.Driver.
+func (s *Store) Create(key string, rel release.Releaser) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	rls, ok := rel.(*rspb.Release)
+	if !ok {
+		return fmt.Errorf("unsupported release type: %T", rel)
+	}
+	if s.checkNew != nil {
+		if err := s.checkNew(rls); err != nil {
+			return err
+		}
+	}
+	s.records.know(s.release(rls.Name))
+	secret, err := s.record(key, rls, "createdAt")
+	if err != nil {
+		return fmt.Errorf("create: failed to encode release %q: %w", rls.Name, err)
+	}
+	_, err = s.write(key, func() (*corev1.Secret, error) {
+		return s.secrets.Create(context.Background(), secret, metav1.CreateOptions{})
+	})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("create: failed to create: %w", err)
+		}
+		return nil
+	}
+	if existing, getErr := s.secrets.Get(context.Background(), key, metav1.GetOptions{}); getErr == nil && s.foreign(existing) {
+		return &NameTakenError{Release: rls.Name, Namespace: s.namespace, Holder: *metav1.GetControllerOf(existing)}
+	}
+	// Written by another process since this action read the history (the record cache lagged,
+	// or a concurrent writer): the action must not go on, nor its failure undo anything.
+	s.mu.Lock()
+	s.refused = &RecordExistsError{Namespace: s.namespace, Release: rls.Name, Key: key}
+	s.mu.Unlock()
+	return driver.ErrReleaseExists
+}
+
+// Update implements driver.Driver.
+func (s *Store) Update(key string, rel release.Releaser) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	rls, ok := rel.(*rspb.Release)
+	if !ok {
+		return fmt.Errorf("unsupported release type: %T", rel)
+	}
+	secret, err := s.record(key, rls, "modifiedAt")
+	if err != nil {
+		return fmt.Errorf("update: failed to encode release %q: %w", rls.Name, err)
+	}
+	s.mu.Lock()
+	secret.ResourceVersion = s.seen[key].resourceVersion
+	s.mu.Unlock()
+	if _, err := s.write(key, func() (*corev1.Secret, error) {
+		return s.secrets.Update(context.Background(), secret, metav1.UpdateOptions{})
+	}); err != nil {
+		return fmt.Errorf("update: failed to update: %w", err)
+	}
+	return nil
+}
+
+// Delete implements driver.Driver. It deletes the record only as it was read: one that changed
+// since is not deleted on stale knowledge.
+func (s *Store) Delete(key string) (release.Releaser, error) {
+	rls, err := s.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	seen := s.seen[key]
+	s.mu.Unlock()
+	s.records.deleting(s.release(key))
+	err = s.secrets.Delete(context.Background(), key, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &seen.uid, ResourceVersion: &seen.resourceVersion}})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	delete(s.seen, key)
+	s.mu.Unlock()
+	return rls, nil
+}
+
+// write sends a write of a record, telling Records that it is on the wire and, after, the
+// resourceVersion it left.
+func (s *Store) write(key string, send func() (*corev1.Secret, error)) (*corev1.Secret, error) {
+	k := s.release(key)
+	s.records.sending(k)
+	out, err := send()
+	rv := ""
+	if err == nil {
+		s.remember(*out)
+		rv = out.ResourceVersion
+	}
+	s.records.wrote(k, rv)
+	return out, err
+}
+
+// record is the Secret of rls, as Helm's driver builds it, controlled by the custom resource;
+// stamp is the label that takes the time of the write.
+func (s *Store) record(key string, rls *rspb.Release, stamp string) (*corev1.Secret, error) {
+	data, err := encode(rls, s.pooled)
+	if err != nil {
+		return nil, err
+	}
+	lbs := maps.Clone(rls.Labels)
+	if lbs == nil {
+		lbs = map[string]string{}
+	}
+	lbs[stamp] = strconv.FormatInt(time.Now().Unix(), 10)
+	lbs[names.RecordNameLabel], lbs[names.RecordOwnerLabel] = rls.Name, names.RecordOwnerHelm
+	lbs["status"], lbs["version"] = rls.Info.Status.String(), strconv.Itoa(rls.Version)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: key, Labels: lbs, OwnerReferences: []metav1.OwnerReference{s.owner}},
+		Type:       recordType,
+		Data:       map[string][]byte{"release": data},
+	}, nil
+}
+
+// systemLabels are the labels Helm's driver sets on a record; a release read by key does not
+// carry them.
+var systemLabels = []string{names.RecordNameLabel, names.RecordOwnerLabel, "status", "version", "createdAt", "modifiedAt"}
+
+func withoutSystemLabels(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for _, k := range systemLabels {
+		delete(out, k)
+	}
+	return out
+}
+
+var compressors = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+
+// encode returns base64(gzip(JSON of rls)), as Helm encodes a record: with a new compressor at
+// the best compression (Helm's), or a pooled one at the default level (fast path
+// record-encoding). Helm's decoder does not care for the level.
+func encode(rls *rspb.Release, pooled bool) ([]byte, error) {
+	b, err := json.Marshal(rls)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	var w *gzip.Writer
+	if pooled {
+		w = compressors.Get().(*gzip.Writer)
+		defer compressors.Put(w)
+		w.Reset(&buf)
+	} else if w, err = gzip.NewWriterLevel(&buf, gzip.BestCompression); err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.AppendEncode(nil, buf.Bytes()), nil
+}
+
+// decode reads a record as Helm does: base64, gzipped unless it predates compression, JSON.
+func decode(data []byte) (*rspb.Release, error) {
+	b, err := base64.StdEncoding.DecodeString(string(data))
+	if err != nil {
+		return nil, err
+	}
+	if bytes.HasPrefix(b, []byte{0x1f, 0x8b, 0x08}) {
+		r, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		if b, err = io.ReadAll(r); err != nil {
+			return nil, err
+		}
+	}
+	var rls rspb.Release
+	if err := json.Unmarshal(b, &rls); err != nil {
+		return nil, err
+	}
+	return &rls, nil
+}
+
+// NameTakenError is an install refused because another resource's release has the name.
+type NameTakenError struct {
+	Release, Namespace string
+	Holder             metav1.OwnerReference
+}
+
+func (e *NameTakenError) Error() string {
+	return fmt.Sprintf("the Helm release name %q is taken in namespace %q by %s %q (%s): a release is named after its "+
+		"resource, so two kinds cannot have resources of one name in a namespace; rename this one",
+		e.Release, e.Namespace, e.Holder.Kind, e.Holder.Name, e.Holder.APIVersion)
+}
+
+// RecordExistsError is every call of an action after its install found the release's first
+// record already written.
+type RecordExistsError struct {
+	Namespace, Release, Key string
+}
+
+func (e *RecordExistsError) Error() string {
+	return fmt.Sprintf("release %s/%s: record %s was written by another process since this install read the "+
+		"release's history, so the install did not take place and the release is left as it is; the next "+
+		"reconcile reads its history again", e.Namespace, e.Release, e.Key)
+}
+
+// RecordIndex tells whether the cache of release record metadata (every Secret labelled
+// owner=helm in the watched namespaces) holds a record of a release. An error means the cache
+// cannot tell.
+type RecordIndex interface {
+	HasRecords(namespace, release string) (bool, error)
+}
+
+// Records is what the operator keeps of release records across custom resources:
+//
+//   - its own writes and deletes, so that the record watch tells them from everyone else's: a
+//     record changed by anyone but the operator (deleted, edited) needs a reconcile; the
+//     operator's own writes do not, or a failed install would wake itself in a tight loop. A
+//     write's event may arrive before its response: until then, any event of the record is
+//     taken as the write's. A delete is remembered until it expires (its event arrives within
+//     seconds), so the registry stays as small as the writes in flight;
+//   - the releases known to have records (written or read by this process), for the empty
+//     history of a new release (fast path empty-history): installing, Helm lists a release's
+//     records three times (the reconciler's get, the check that the name is free, the history
+//     trim), each a list at the apiserver. For a release this process has never written or read
+//     a record of, and whose records the record cache (index) shows none of, the answer is
+//     "none" without a request. The cache can lag: a record written by another process (a
+//     leader that just lost its Lease, another shard before a handover, the helm CLI) may not
+//     be in it yet. The stale answer is caught where the apiserver decides: Helm names a
+//     release's first record after revision 1, so the install's create of it is refused as
+//     existing before any object is touched, and the Store refuses every further call of that
+//     action, so that the failed install's cleanup removes nothing. Uninstalls never use the
+//     cache, nor does anything once a release is known.
+type Records struct {
+	index RecordIndex // nil: every history is read from the apiserver
+	now   func() time.Time
+
+	mu      sync.Mutex
+	known   map[types.NamespacedName]struct{}
+	writes  map[types.NamespacedName][]written // the resourceVersions recently written
+	writing map[types.NamespacedName]int       // writes sent and not yet answered
+	deletes map[types.NamespacedName]time.Time
+	pruned  time.Time
+}
+
+type written struct {
+	resourceVersion string
+	at              time.Time
+}
+
+// NewRecords returns an empty registry; index (nil: none) answers the histories of releases
+// without records.
+func NewRecords(index RecordIndex) *Records {
+	return &Records{index: index, now: time.Now, known: map[types.NamespacedName]struct{}{},
+		writes: map[types.NamespacedName][]written{}, writing: map[types.NamespacedName]int{},
+		deletes: map[types.NamespacedName]time.Time{}}
+}
+
+// ownTTL bounds how long a delete or write is taken as own: informers deliver events within
+// seconds, even under load.
+const ownTTL = time.Minute
+
+// maxWrites bounds the resourceVersions kept per record: an action writes a record a few times
+// in a row (pending, then its outcome), faster than the events of those writes arrive.
+const maxWrites = 8
+
+func (r *Records) know(release types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.known[release] = struct{}{}
+}
+
+// absent reports whether the record cache may answer that release has no record.
+func (r *Records) absent(release types.NamespacedName) bool {
+	if r.index == nil {
+		return false
+	}
+	r.mu.Lock()
+	_, known := r.known[release]
+	r.mu.Unlock()
+	if known {
+		return false
+	}
+	has, err := r.index.HasRecords(release.Namespace, release.Name)
+	return err == nil && !has
+}
+
+// Forget drops what is known of a release, once its custom resource is gone.
+func (r *Records) Forget(release types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.known, release)
+}
+
+// Known is how many releases are known to have records.
+func (r *Records) Known() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.known)
+}
+
+func (r *Records) sending(record types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writing[record]++
+}
+
+func (r *Records) wrote(record types.NamespacedName, resourceVersion string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.writing[record]--; r.writing[record] <= 0 {
+		delete(r.writing, record)
+	}
+	if resourceVersion == "" {
+		return
+	}
+	r.pruneLocked()
+	ws := append(r.writes[record], written{resourceVersion: resourceVersion, at: r.now()})
+	r.writes[record] = ws[max(0, len(ws)-maxWrites):]
+}
+
+func (r *Records) deleting(record types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked()
+	r.deletes[record] = r.now()
+}
+
+// OwnWrite reports whether a record at this resourceVersion is one of this process's writes
+// (or may be: a write of it is on the wire).
+func (r *Records) OwnWrite(record types.NamespacedName, resourceVersion string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writing[record] > 0 ||
+		slices.ContainsFunc(r.writes[record], func(w written) bool { return w.resourceVersion == resourceVersion })
+}
+
+// OwnDelete reports whether a deleted record is one this process deleted.
+func (r *Records) OwnDelete(record types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.deletes[record]
+	return ok
+}
+
+// InFlight returns the number of own writes and deletes held (expired ones are dropped first).
+func (r *Records) InFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked()
+	n := len(r.deletes) + len(r.writing)
+	for _, ws := range r.writes {
+		n += len(ws)
+	}
+	return n
+}
+
+func (r *Records) pruneLocked() {
+	now := r.now()
+	if now.Sub(r.pruned) < ownTTL/10 {
+		return
+	}
+	r.pruned = now
+	for k, at := range r.deletes {
+		if now.Sub(at) > ownTTL {
+			delete(r.deletes, k)
+		}
+	}
+	for k, ws := range r.writes {
+		if now.Sub(ws[len(ws)-1].at) > ownTTL {
+			delete(r.writes, k)
+		}
+	}
+}
