@@ -374,7 +374,7 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 	rel, err := during(r, func() (*release.Release, error) {
 		u := r.newUpgrade()
 		u.DisableHooks, u.Description = o.DisableHooks, o.Description
-		u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
+		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
 		u.Labels = rec.labels(nil)
 		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
 		rel, _ := asRelease(out)
@@ -399,7 +399,8 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 // newUpgrade is the upgrade of the release, as the check and the upgrade run it.
 func (r *reconcile) newUpgrade() *action.Upgrade {
 	u := action.NewUpgrade(r.cfg)
-	u.Namespace, u.MaxHistory = r.obj.GetNamespace(), r.c.o.MaxHistory
+	// The values are the custom resource's, whole: an empty spec is not "the last values again".
+	u.Namespace, u.MaxHistory, u.ResetValues = r.obj.GetNamespace(), r.c.o.MaxHistory, true
 	r.renderOptions(&u.WaitStrategy, &u.PostRenderer, &u.PostRenderStrategy, &u.DisableOpenAPIValidation)
 	return u
 }
@@ -418,21 +419,23 @@ func (r *reconcile) renderOptions(wait *kube.WaitStrategy, post *postrenderer.Po
 	*noValidation = true
 }
 
-// force is Helm 4's form of Helm 3's --force for a release applied by method: a release applied
-// server-side takes every conflicting field (the chart wins, as a three-way merge makes it win
-// client-side), and --force replaces the objects of one applied client-side.
-func force(method string, forced bool) (replace, conflicts bool) {
-	if method == string(release.ApplyMethodServerSideApply) {
-		return false, true
+// force is how an upgrade or a rollback of a release applied by method applies its objects:
+// server-side when the release is (Helm's auto), taking every conflicting field, so that the
+// chart wins as a three-way merge makes it win client-side; and, asked to force as the stock
+// operators' --force does, replacing them, which Helm 4 does client-side only: the release is
+// client-side applied from that revision on.
+func force(method string, forced bool) (serverSide string, replace, conflicts bool) {
+	if forced {
+		return "false", true, false
 	}
-	return forced, false
+	return "auto", false, method == string(release.ApplyMethodServerSideApply)
 }
 
 // rollback rolls release name back after a failed upgrade.
 func (r *reconcile) rollback(name string) error {
 	rb := action.NewRollback(r.cfg)
 	rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
-	rb.ForceReplace, rb.ForceConflicts = force(r.cur.ApplyMethod, annotations.Bool(r.obj, annotations.RollbackForce, true))
+	rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = force(r.cur.ApplyMethod, annotations.Bool(r.obj, annotations.RollbackForce, true))
 	return rb.Run(name)
 }
 
@@ -440,7 +443,7 @@ func (r *reconcile) rollback(name string) error {
 func (r *reconcile) dryRun() (*release.Release, error) {
 	u := r.newUpgrade()
 	u.DryRunStrategy = r.dryRunStrategy()
-	u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, false)
+	u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, false)
 	out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
 	rel, cerr := asRelease(out)
 	return rel, cmp.Or(err, cerr)

@@ -644,3 +644,19 @@ func TestANullDeletesADefault(t *testing.T) {
 		t.Errorf("a null left the default, or took the others:\n%s", rel.Manifest)
 	}
 }
+
+// The values of an upgrade are the custom resource's, whole: a spec emptied is not Helm's
+// "no values given, reuse the last".
+func TestAnEmptySpecIsNotTheLastValues(t *testing.T) {
+	k := newKind(t, newHelm(t), testChart(configMap), Options{})
+	if _, _, err := k.reconcileAs(map[string]any{"replicas": 3}); err != nil {
+		t.Fatal(err)
+	}
+	_, rel, err := k.reconcileAs(map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rel.Config) != 0 || !strings.Contains(rel.Manifest, `replicas: "1"`) {
+		t.Errorf("revision %d kept values %v:\n%s", rel.Version, rel.Config, rel.Manifest)
+	}
+}

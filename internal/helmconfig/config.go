@@ -110,6 +110,9 @@ type Settings struct {
 
 // New returns the configurations of a kind, over the operator's REST config and mapper.
 func New(cfg *rest.Config, mapper meta.RESTMapper, s Settings) (*Configs, error) {
+	// Helm's field manager is a setting of the process: without it, Helm names the manager after
+	// the executable, which differs between builds and copies of the binary.
+	kube.ManagedFieldsManager = FieldManager
 	learn, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating discovery client: %w", err)
