@@ -76,6 +76,9 @@ func TestConversion(t *testing.T) {
 		{name: "string or integer becomes int-or-string",
 			schema: `{"type":"object","properties":{"q":{"type":["string","integer"]}}}`, keep: nil,
 			want: `{"type":"object","properties":{"q":{"x-kubernetes-int-or-string":true}},"x-kubernetes-preserve-unknown-fields":true}`, errHas: ""},
+		{name: "number or string takes any value, and checks the string and the number",
+			schema: `{"type":"object","properties":{"q":{"type":["integer","number","string"],"pattern":"^[0-9]+m$","minimum":0,"minItems":1}}}`,
+			want:   `{"type":"object","properties":{"q":{"minimum":0,"pattern":"^[0-9]+m$","x-kubernetes-preserve-unknown-fields":true}},"x-kubernetes-preserve-unknown-fields":true}`},
 		{name: "free-form object keeps unknown fields",
 			schema: `{"type":"object","properties":{"affinity":{"type":"object"},"tol":{"type":"array","items":{"type":"object"}}}}`, keep: nil,
 			want: `{"type":"object","properties":{"affinity":{"type":"object","x-kubernetes-preserve-unknown-fields":true},` +

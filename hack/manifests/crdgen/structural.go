@@ -344,7 +344,8 @@ func jsonType(v any) string {
 
 // setType gives node the one type a structural schema wants for the types the source allows:
 // null makes it nullable; string and integer make it int-or-string; integer and number make it
-// a number; anything else keeps unknown fields.
+// a number; anything else keeps unknown fields (numberOrString tells which of those still check
+// a string or a number).
 func setType(node map[string]any, types []string) {
 	delete(node, "type")
 	if slices.Contains(types, "null") {
@@ -364,6 +365,22 @@ func setType(node map[string]any, types []string) {
 		node["x-kubernetes-preserve-unknown-fields"] = true
 	}
 }
+
+// numberOrString tells types of a number or a string (a float default that an inferred schema
+// also takes as a string). A structural schema has no such type, so the node takes any value;
+// but the checks of a string and of a number (pattern, lengths, bounds, enum) apply to those
+// alone, and stay.
+func numberOrString(types []string) bool {
+	types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "null" || t == "integer" })
+	slices.Sort(types)
+	return slices.Equal(slices.Compact(types), []string{"number", "string"})
+}
+
+// Checks of a value that apply to one type only: those of scalars, and those of objects and lists.
+var (
+	scalarChecks     = []string{"enum", "format", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+	collectionChecks = []string{"minItems", "maxItems", "minProperties", "maxProperties", "required"}
+)
 
 // node converts one schema node and its children. values is the node's path in the chart's
 // values, nil below a list or a map of free keys, where values.yaml gives no defaults.
@@ -395,10 +412,21 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 	if c, ok := flat["const"]; ok && out["enum"] == nil {
 		out["enum"] = []any{c}
 	}
+	types := typesOf(flat)
 	if out["x-kubernetes-int-or-string"] != true {
-		setType(out, typesOf(flat))
+		setType(out, types)
 	} else {
 		delete(out, "type")
+	}
+	if s.keep[path] {
+		// The scale subresource reads and writes an integer there (kubectl scale, HPAs), and the
+		// apiserver puts the kept default in a null's place where the field is not nullable.
+		delete(out, "nullable")
+		if out["x-kubernetes-int-or-string"] == true {
+			delete(out, "x-kubernetes-int-or-string")
+			delete(out, "pattern")
+			out["type"] = "integer"
+		}
 	}
 	if f, ok := out["format"].(string); ok && !slices.Contains(crdFormats, f) {
 		delete(out, "format")
@@ -434,9 +462,12 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 		out["x-kubernetes-preserve-unknown-fields"] = true
 	}
 	if out["x-kubernetes-preserve-unknown-fields"] == true && out["type"] == nil {
-		// Any value: what constrains a typed value does not apply.
-		for _, k := range []string{"enum", "format", "pattern", "minLength", "maxLength", "minimum", "maximum",
-			"exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "minProperties", "maxProperties", "required"} {
+		// Any value: what constrains a typed value does not apply, but to a number or a string.
+		unchecked := collectionChecks
+		if !numberOrString(types) {
+			unchecked = append(slices.Clone(scalarChecks), collectionChecks...)
+		}
+		for _, k := range unchecked {
 			delete(out, k)
 		}
 	}

@@ -343,11 +343,11 @@ func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
 	if err := os.Remove(filepath.Join(chart, "values.schema.json")); err != nil {
 		t.Fatal(err)
 	}
-	write(filepath.Join(chart, "values.yaml"), "image:\n  tag: \"1\"\n# podAnnotations: {}\n")
+	write(filepath.Join(chart, "values.yaml"), "image:\n  tag: \"1\"\nport: 80\nratio: 0.5\n# podAnnotations: {}\n")
 	files, notes := generateThing(t, dir, chart, write)
 	said := strings.Join(notes, "\n")
 	mustContain(t, "the notes", said,
-		"Thing.example.com: spec typed, each as the type of its value in values.yaml (or null): image.tag\n",
+		"Thing.example.com: spec typed, each as the type of its value in values.yaml (a number also as a string, or null): image.tag, port, ratio\n",
 		"Thing.example.com: spec open (unknown keys kept beside the typed ones), inferred: values.yaml is a sample of the values, and templates read keys it does not set: spec, spec.image\n",
 		"Thing.example.com: spec accepts untyped, as keys of open objects, what only values.yaml's comments name or only templates read: nameOverride, podAnnotations\n",
 		"Thing.example.com: typo warnings: ValidatingAdmissionPolicy unread-keys.things.example.com (config/crd/warnings/example.com_things.yaml) warns, "+
@@ -360,11 +360,12 @@ func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(strings.Split(policy, "\n---\n")[0]), &vap); err != nil || len(vap.Spec.Variables) != 2 {
 		t.Fatalf("the policy's variables %+v (%v): want spec's and spec.image's", vap, err)
 	}
-	mustContain(t, "the policy", vap.Spec.Variables[0].Expression, "!(k in ['global', 'image', 'nameOverride', 'podAnnotations'])")
+	mustContain(t, "the policy", vap.Spec.Variables[0].Expression, "!(k in ['global', 'image', 'nameOverride', 'podAnnotations', 'port', 'ratio'])")
 	mustContain(t, "the CRD kustomization", string(files[CRDKustomization]), "- bases/example.com_things.yaml\n- warnings/example.com_things.yaml\n")
 
 	write(filepath.Join(chart, "values.schema.json"), `{"type":"object","additionalProperties":false,"properties":{"image":{"type":"object",`+
-		`"additionalProperties":false,"properties":{"tag":{"type":"string"}}},"nameOverride":{"type":"string"},"podAnnotations":{"type":"object"}}}`)
+		`"additionalProperties":false,"properties":{"tag":{"type":"string"}}},"nameOverride":{"type":"string"},"podAnnotations":{"type":"object"},`+
+		`"port":{"type":"integer"},"ratio":{"type":"number"}}}`)
 	files, notes = generateThing(t, dir, chart, write)
 	mustContain(t, "the notes", strings.Join(notes, "\n"), "Thing.example.com: no typo warnings: the CRD refuses the keys its schema does not name")
 	if _, ok := files[filepath.Join(WarningsDir, "example.com_things.yaml")]; ok || strings.Contains(string(files[CRDKustomization]), "- warnings/") {
