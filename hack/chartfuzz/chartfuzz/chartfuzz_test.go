@@ -12,13 +12,18 @@ import (
 // writeChart writes a chart with one ConfigMap template and a schema.
 func writeChart(t *testing.T, template, schema string) string {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
-		"Chart.yaml":               "apiVersion: v2\nname: c\nversion: 0.1.0\n",
+	return writeFiles(t, map[string]string{
 		"values.yaml":              "message: hello\nlabels: {}\n",
 		"values.schema.json":       schema,
 		"templates/configmap.yaml": template,
-	}
+	})
+}
+
+// writeFiles writes a chart of these files and a Chart.yaml.
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files["Chart.yaml"] = "apiVersion: v2\nname: c\nversion: 0.1.0\n"
 	for name, content := range files {
 		path := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -73,6 +78,42 @@ func TestASafeChartPasses(t *testing.T) {
 	}
 	if report.Admitted == 0 || report.Admitted == report.Tried {
 		t.Errorf("admitted %d of %d: want some admitted and the schema's refusals left out", report.Admitted, report.Tried)
+	}
+}
+
+// A chart without a schema is fuzzed with the one its CRD infers, which takes a number's key as a
+// string too: the strings it takes there render one scalar where a template prints the number
+// bare. Served with an open spec, the same chart is found out: any string reaches the template.
+func TestANumberWrittenAsAStringRendersOneScalar(t *testing.T) {
+	files := func(kind string) map[string]string {
+		f := map[string]string{
+			"values.yaml":              "port: 80\nratio: 0.5\n",
+			"templates/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  port: {{ .Values.port }}\n  ratio: {{ .Values.ratio }}\n",
+		}
+		if kind != "" {
+			f["kind.yaml"] = kind
+		}
+		return f
+	}
+	inferred, err := Run(writeFiles(t, files("")), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inferred.Findings) != 0 || inferred.Admitted <= 1 || inferred.Admitted == inferred.Tried {
+		t.Errorf("inferred: admitted %d of %d, findings %v: want some strings admitted, the rest refused, nothing broken",
+			inferred.Admitted, inferred.Tried, inferred.Findings)
+	}
+	open, err := Run(writeFiles(t, files("specSchema: open\n")), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port, ratio bool
+	for _, f := range open.Findings {
+		port = port || strings.Contains(f.Mutation, ".port ")
+		ratio = ratio || strings.Contains(f.Mutation, ".ratio ")
+	}
+	if !port || !ratio {
+		t.Errorf("open spec: findings name the port %v and the ratio %v; want both:\n%v", port, ratio, open.Findings)
 	}
 }
 
