@@ -202,7 +202,7 @@ func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 			refused: "the chart requires spec.policy, and its values.yaml gives no default"},
 		{what: "the required key given, the others from values.yaml", plural: "requiredpolicies", kind: "RequiredPolicy", spec: map[string]any{"policy": "audit"}},
 		{what: "an enum the schema pins, in an open object", plural: "openschemas", kind: "OpenSchema",
-			spec: map[string]any{"reloader": map[string]any{"watchMode": "sometimes"}}, refused: "spec.reloader.watchMode: Unsupported value"},
+			spec: map[string]any{"reloader": map[string]any{"watchMode": "sometimes"}}, refused: `spec.reloader.watchMode: Invalid value: "sometimes": must be one of "annotations", "all", or null`},
 		{what: "a key the schema does not describe, of an object it leaves open", plural: "openschemas", kind: "OpenSchema",
 			spec: map[string]any{"reloader": map[string]any{"deployment": map[string]any{"replicas": 3}}}, validation: metav1.FieldValidationStrict},
 		{what: "a key of an object the schema closes", plural: "openschemas", kind: "OpenSchema",

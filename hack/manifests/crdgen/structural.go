@@ -1,6 +1,7 @@
 package crdgen
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -471,6 +472,9 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 			delete(out, k)
 		}
 	}
+	if out["nullable"] == true {
+		allowNull(out)
+	}
 	return out, nil
 }
 
@@ -485,6 +489,10 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 	}
 	patterns, _ := flat["patternProperties"].(map[string]any)
 	delete(out, "additionalProperties")
+	// A null deletes a key values.yaml gives a default, as in a values file handed to `helm
+	// install -f`; a key the schema requires is not deleted (Helm would refuse the values
+	// without it), so the apiserver drops its null and the default renders.
+	required, _ := flat["required"].([]any)
 	if hasProps {
 		converted := map[string]any{}
 		for _, name := range sortedKeys(props) {
@@ -503,6 +511,9 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 			c, err := s.node(child, path+"."+name, childValues)
 			if err != nil {
 				return err
+			}
+			if _, given := s.defaultAt(values, name); given && !s.keep[path+"."+name] && !slices.Contains(required, any(name)) {
+				allowNull(c)
 			}
 			converted[name] = c
 		}
@@ -523,6 +534,7 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 		if err != nil {
 			return err
 		}
+		s.mapValuesNullable(c, values)
 		out["additionalProperties"] = c
 		addRule(out, map[string]any{
 			"rule":    "self.all(k, k.matches(" + strconv.Quote(pattern) + "))",
@@ -536,10 +548,64 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 			if err != nil {
 				return err
 			}
+			s.mapValuesNullable(c, values)
 			out["additionalProperties"] = c
 		}
 	}
 	return nil
+}
+
+// mapValuesNullable lets the values of the map at values hold null where values.yaml gives the
+// map a key: its one value schema is every key's, so a null is taken at a key with no default
+// too, which Helm's validation against the whole schema still refuses at the release.
+func (s *structuralizer) mapValuesNullable(value map[string]any, values []string) {
+	if len(values) == 0 {
+		return
+	}
+	given, _ := s.defaultAt(values[:len(values)-1], values[len(values)-1])
+	m, _ := given.(map[string]any)
+	for _, v := range m {
+		if v != nil {
+			allowNull(value)
+			return
+		}
+	}
+}
+
+// allowNull lets a converted node hold null. The apiserver checks an enum before nullable, and no
+// enum of a CRD holds null, so the enum of a nullable string, integer or boolean becomes a CEL
+// rule, which is not evaluated on null (the apiserver's message names the field); a node whose
+// enum cannot be one holds no null (the apiserver drops it, and the default renders).
+func allowNull(node map[string]any) {
+	enum, ok := node["enum"].([]any)
+	if !ok {
+		node["nullable"] = true
+		return
+	}
+	typ, _ := node["type"].(string)
+	var literals, shown []string
+	for _, v := range enum {
+		if v == nil {
+			continue
+		}
+		if jsonType(v) != typ || !slices.Contains([]string{"string", "integer", "boolean"}, typ) {
+			delete(node, "nullable")
+			return
+		}
+		raw, _ := json.Marshal(v)
+		shown = append(shown, string(raw))
+		if str, isString := v.(string); isString {
+			literals = append(literals, celString(str))
+		} else {
+			literals = append(literals, string(raw))
+		}
+	}
+	delete(node, "enum")
+	node["nullable"] = true
+	addRule(node, map[string]any{
+		"rule":    "self in [" + strings.Join(literals, ", ") + "]",
+		"message": fmt.Sprintf("must be one of %s, or null", strings.Join(shown, ", ")),
+	})
 }
 
 // arrayStructure gives an array one items schema (a tuple of schemas becomes items of any
