@@ -186,6 +186,16 @@ func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 		}
 	}
 
+	// As users write them: numbers as strings, nulls.
+	for _, s := range asUsersWriteThem {
+		said, err := r.create(crdgen.Plural(strings.ToLower(s.kind)), s.kind, "as-users-write-it", specOf(t, s.kind), true, metav1.FieldValidationStrict)
+		if err != nil {
+			t.Errorf("%s %s: refused: %v", s.kind, s.spec, err)
+		} else if said != "" {
+			t.Errorf("%s %s: warnings %s", s.kind, s.spec, said)
+		}
+	}
+
 	for _, tc := range []struct {
 		what, plural, kind string
 		spec               map[string]any
