@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/hack/manifests/chartrender"
 )
@@ -53,18 +52,13 @@ func fixedNames(ch *chart.Chart, renderings []chartrender.Rendering) (perNamespa
 func identities(objs []map[string]any) map[string]string {
 	out := map[string]string{}
 	for _, o := range objs {
-		apiVersion, _ := o["apiVersion"].(string)
-		kind, _ := o["kind"].(string)
-		gk := schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind()
-		meta, _ := o["metadata"].(map[string]any)
-		name, _ := meta["name"].(string)
-		ns, _ := meta["namespace"].(string)
-		shown := kind + " " + name
+		gk, name, ns := identityOf(o)
+		shown := gk.Kind + " " + name
 		switch {
 		case clusterScoped[gk]:
 			ns = ""
 		case ns != chartrender.SampleNamespace && ns != otherNamespace:
-			shown = kind + " " + ns + "/" + name
+			shown = gk.Kind + " " + ns + "/" + name
 		}
 		out[strings.Join([]string{gk.String(), ns, name}, "/")] = shown
 	}
