@@ -420,14 +420,7 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 		delete(out, "type")
 	}
 	if s.keep[path] {
-		// The scale subresource reads and writes an integer there (kubectl scale, HPAs), and the
-		// apiserver puts the kept default in a null's place where the field is not nullable.
-		delete(out, "nullable")
-		if out["x-kubernetes-int-or-string"] == true {
-			delete(out, "x-kubernetes-int-or-string")
-			delete(out, "pattern")
-			out["type"] = "integer"
-		}
+		scaleReplicas(out)
 	}
 	if f, ok := out["format"].(string); ok && !slices.Contains(crdFormats, f) {
 		delete(out, "format")
@@ -463,19 +456,35 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 		out["x-kubernetes-preserve-unknown-fields"] = true
 	}
 	if out["x-kubernetes-preserve-unknown-fields"] == true && out["type"] == nil {
-		// Any value: what constrains a typed value does not apply, but to a number or a string.
-		unchecked := collectionChecks
-		if !numberOrString(types) {
-			unchecked = append(slices.Clone(scalarChecks), collectionChecks...)
-		}
-		for _, k := range unchecked {
-			delete(out, k)
-		}
+		anyValue(out, types)
 	}
 	if out["nullable"] == true {
 		allowNull(out)
 	}
 	return out, nil
+}
+
+// scaleReplicas makes the node of the scale subresource's field what it reads and writes, an
+// integer (kubectl scale, HPAs), where the apiserver puts the kept default in a null's place.
+func scaleReplicas(out map[string]any) {
+	delete(out, "nullable")
+	if out["x-kubernetes-int-or-string"] == true {
+		delete(out, "x-kubernetes-int-or-string")
+		delete(out, "pattern")
+		out["type"] = "integer"
+	}
+}
+
+// anyValue drops from a node of any value what constrains a typed value, but for a number or a
+// string the checks of those (numberOrString).
+func anyValue(out map[string]any, types []string) {
+	unchecked := collectionChecks
+	if !numberOrString(types) {
+		unchecked = append(slices.Clone(scalarChecks), collectionChecks...)
+	}
+	for _, k := range unchecked {
+		delete(out, k)
+	}
 }
 
 // objectStructure converts properties, additionalProperties and patternProperties into the
