@@ -96,13 +96,14 @@ func inferNode(n *yaml.Node) map[string]any {
 }
 
 // NumberAsString is the pattern of the strings an inferred schema takes where values.yaml's
-// default is a number: a quantity (500m, 1.5Gi, 1e3), a port's name (http-metrics), a version
-// (2.20.2, v1.2.3-rc.1+b5), a percentage (25%), a sign before any of them. Templates print such
-// a key bare (`port: {{ .Values.port }}`: a quoted number is not a number), so the string is
-// written into the manifest as YAML: the pattern refuses what YAML would read as structure
-// (line breaks, spaces, quotes, ":", "#", braces and brackets, an indicator such as "*", "&",
-// "!", "|" or "%" at the start), so that a tenant's string there renders one scalar.
-const NumberAsString = `^[-+]?[0-9A-Za-z.][0-9A-Za-z._+%-]*$`
+// default is a number: a number written as a string, starting with a digit (after a sign, a
+// "v" or a "."), as a quantity (500m, 1.5Gi, 1e3), a version (2.20.2, v1.2.3-rc.1+b5) or a
+// percentage (25%) is; a word ("two") is still refused as the default's type would. Templates
+// print such a key bare (`port: {{ .Values.port }}`: a quoted number is not a number), so the
+// string is written into the manifest as YAML: the pattern refuses what YAML would read as
+// structure (line breaks, spaces, quotes, ":", "#", braces and brackets, an indicator such as
+// "*", "&", "!", "|" or "%" at the start), so that a tenant's string there renders one scalar.
+const NumberAsString = `^[-+]?v?\.?[0-9][0-9A-Za-z._+%-]*$`
 
 // helmDocsMarker starts a description in the helm-docs convention ("# -- The image tag.").
 var helmDocsMarker = regexp.MustCompile(`^--\s*(\([^)]*\)\s*)?`)

@@ -101,16 +101,16 @@ func TestInferredDefaultsServeTheScaleSubresource(t *testing.T) {
 	}
 }
 
-// The strings a number's key takes are those users write for quantities, ports and versions;
+// The strings a number's key takes are numbers as users write quantities, ports and versions;
 // none can end the scalar a template prints it as.
 func TestNumberAsString(t *testing.T) {
 	pattern := regexp.MustCompile(NumberAsString)
-	for _, s := range []string{"1", "500m", "1.5Gi", "1e3", "-1", "+2", ".5", "25%", "http-metrics", "2.20.2", "v1.2.3-rc.1+b5", "1_000"} {
+	for _, s := range []string{"1", "500m", "1.5Gi", "1e3", "-1", "+2", ".5", "25%", "-.5", "2.20.2", "v1.2.3-rc.1+b5", "1_000"} {
 		if !pattern.MatchString(s) {
 			t.Errorf("%q refused", s)
 		}
 	}
-	for _, s := range []string{"", " 1", "1 CPU", "1\n---", "80: x", "1#", "\"1\"", "'1'", "{1}", "[1]", "*a", "&a", "!!str", "|", ">", "%1", "- 1", "--", "1,5", "ü", "{{ .Release.Name }}"} {
+	for _, s := range []string{"", "two", "http-metrics", "v", " 1", "1 CPU", "1\n---", "80: x", "1#", "\"1\"", "'1'", "{1}", "[1]", "*a", "&a", "!!str", "|", ">", "%1", "- 1", "--", "1,5", "ü", "{{ .Release.Name }}"} {
 		if pattern.MatchString(s) {
 			t.Errorf("%q taken", s)
 		}
