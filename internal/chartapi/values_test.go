@@ -3,6 +3,7 @@ package chartapi
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -104,5 +105,20 @@ func TestSecretCheckOfAnyValue(t *testing.T) {
 	_, err := Translator{Reader: reader, Recorder: record.NewFakeRecorder(1), Checks: checks}.Translate(context.Background(), obj)
 	if err == nil || err.Error() != `spec.auth.existingSecret: Secret "creds" lacks password` {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A null in the spec reaches Helm as it is: it deletes that key from the chart's defaults, as a
+// null in a values file does, at Helm's coalescing of the values.
+func TestTranslateHandsNullsOn(t *testing.T) {
+	spec := map[string]any{"tls": nil, "resources": map[string]any{"limits": map[string]any{"memory": nil, "cpu": "1"}},
+		"routes": []any{map[string]any{"path": "/", "timeoutSeconds": nil}}}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	vals, err := Translator{Recorder: record.NewFakeRecorder(1), Checks: myProxyChecks(t)}.Translate(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(map[string]any(vals), spec) {
+		t.Errorf("values %v, want the spec %v, nulls included", vals, spec)
 	}
 }

@@ -185,7 +185,7 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 		t.Fatalf("make manifests refuses the corpus: %v", err)
 	}
 	for kind, source := range map[string]string{"Inferred": "inferred", "Created": "inferred", "Schema": "values.schema.json",
-		"Undeclared": "inferred", "OpenSchema": "values.schema.json"} {
+		"Undeclared": "inferred", "OpenSchema": "values.schema.json", "Quantities": "inferred", "Receivers": "values.schema.json"} {
 		prefix := kind + "." + corpusGroup + ": spec schema "
 		if !slices.ContainsFunc(notes, func(n string) bool { return strings.HasPrefix(n, prefix) && strings.Contains(n, source) }) {
 			t.Errorf("make manifests does not say %s's spec schema is %s:\n%s", kind, source, strings.Join(notes, "\n"))
@@ -201,6 +201,10 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 		"RequiredPolicy": {"spec requires, as the schema does and values.yaml gives no default: spec.policy"},
 		"Schema":         {"typo warnings: ValidatingAdmissionPolicy unread-keys.schemas.corpus.example.com", "in spec, spec.storage;"},
 		"ClusterScoped":  {"typo warnings:", "template names, in spec"},
+		"Quantities": {"spec typed, each as the type of its value in values.yaml (a number also as a string, or null)",
+			"resources.{metricServer.{limits.{cpu,memory},requests.{cpu,memory}},operator.{limits.{cpu,memory},requests.{cpu,memory}}}, service.port"},
+		"FixedNames": {"one custom resource per namespace: the chart names objects without the release's name, so a second FixedNames in a " +
+			"namespace renders the same ones: ConfigMap cd-cm, Deployment cd-server, Secret cd-secret, Service cd-server, ServiceAccount cd-server"},
 	} {
 		said := strings.Join(slices.DeleteFunc(slices.Clone(notes), func(n string) bool { return !strings.HasPrefix(n, kind+"."+corpusGroup+": ") }), "\n")
 		for _, want := range says {
@@ -247,11 +251,15 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 		}
 		crds = append(crds, crd)
 	}
-	if len(crds) != len(corpus)+2 {
+	if len(crds) != len(corpus)+len(servedForTheirCRDs())+2 {
 		t.Errorf("make manifests wrote %d CRDs, want one per kind and the crds/ folder's Widget", len(crds))
 	}
 	harness.Eventually(t, timeout, "the corpus CRDs served", func(ctx context.Context) (bool, string) {
-		for _, k := range append(slices.Clone(corpus), lookups, construct{kind: "Widget"}) {
+		kinds := append(slices.Clone(corpus), lookups, construct{kind: "Widget"})
+		for _, kind := range servedForTheirCRDs() {
+			kinds = append(kinds, construct{kind: kind})
+		}
+		for _, k := range kinds {
 			l := &unstructured.UnstructuredList{}
 			l.SetGroupVersionKind(gvk(corpusGroup, "v1", k.kind+"List"))
 			if k.kind == "Widget" {

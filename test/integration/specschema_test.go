@@ -186,6 +186,16 @@ func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 		}
 	}
 
+	// As users write them: numbers as strings, nulls.
+	for _, s := range asUsersWriteThem {
+		said, err := r.create(crdgen.Plural(strings.ToLower(s.kind)), s.kind, "as-users-write-it", specOf(t, s.kind), true, metav1.FieldValidationStrict)
+		if err != nil {
+			t.Errorf("%s %s: refused: %v", s.kind, s.spec, err)
+		} else if said != "" {
+			t.Errorf("%s %s: warnings %s", s.kind, s.spec, said)
+		}
+	}
+
 	for _, tc := range []struct {
 		what, plural, kind string
 		spec               map[string]any
@@ -202,7 +212,7 @@ func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 			refused: "the chart requires spec.policy, and its values.yaml gives no default"},
 		{what: "the required key given, the others from values.yaml", plural: "requiredpolicies", kind: "RequiredPolicy", spec: map[string]any{"policy": "audit"}},
 		{what: "an enum the schema pins, in an open object", plural: "openschemas", kind: "OpenSchema",
-			spec: map[string]any{"reloader": map[string]any{"watchMode": "sometimes"}}, refused: "spec.reloader.watchMode: Unsupported value"},
+			spec: map[string]any{"reloader": map[string]any{"watchMode": "sometimes"}}, refused: `spec.reloader.watchMode: Invalid value: "sometimes": must be one of "annotations", "all", or null`},
 		{what: "a key the schema does not describe, of an object it leaves open", plural: "openschemas", kind: "OpenSchema",
 			spec: map[string]any{"reloader": map[string]any{"deployment": map[string]any{"replicas": 3}}}, validation: metav1.FieldValidationStrict},
 		{what: "a key of an object the schema closes", plural: "openschemas", kind: "OpenSchema",

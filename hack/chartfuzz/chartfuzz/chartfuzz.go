@@ -4,11 +4,14 @@
 // well-formed object. A custom resource's spec is a tenant's input; whatever the schema lets
 // through must render harmlessly, or the schema must refuse it.
 //
-// Values are made from seeds (the chart's defaults and each ci/*-values.yaml, plus the
-// caller's), each filled with one entry in every map the schema leaves open, then mutated one
-// string or map key at a time with each fragment of Fragments (appended, alone, prepended),
-// and once with every string and key mutated together. A mutation the schema refuses is
-// counted and dropped; one it admits is rendered and checked against the seed's rendering.
+// The schema is the one the kind's CRD is made from (manifestgen.SpecSchemaDocument): the chart's
+// values.schema.json, or for a chart without one the schema inferred from its values.yaml, which
+// takes a number's key as a string too. Values are made from seeds (the chart's defaults and each
+// ci/*-values.yaml, plus the caller's), each filled with one entry in every map the schema leaves
+// open, then mutated one string, number or map key at a time with each fragment of Fragments
+// (appended, alone, prepended; a number as the string it is written as), and once with every
+// string and key mutated together. A mutation the schema refuses is counted and dropped; one it
+// admits is rendered and checked against the seed's rendering.
 package chartfuzz
 
 import (
@@ -24,6 +27,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/example/myproxy-operator/hack/manifests/chartrender"
+	"github.com/example/myproxy-operator/hack/manifests/manifestgen"
 )
 
 // Fragments are the hostile strings: every line break YAML knows, quotes, backslashes, nginx
@@ -64,6 +68,12 @@ func Run(chartDir string, seeds []map[string]any, check func(r, seed Rendering) 
 	ch, err := loader.Load(chartDir)
 	if err != nil {
 		return Report{}, err
+	}
+	if len(ch.Schema) == 0 {
+		// Helm checks no schema then; the CRD checks the inferred one at kubectl apply.
+		if ch.Schema, err = manifestgen.SpecSchemaDocument(chartDir); err != nil {
+			return Report{}, err
+		}
 	}
 	var root map[string]any
 	if len(ch.Schema) > 0 {
@@ -126,7 +136,9 @@ func (f *fuzzer) fuzzSeed(name string, seed map[string]any) error {
 	// Everything at once: the sites found before any change, each with a fragment in turn.
 	all := clone(values)
 	for i, site := range sites(all, f.schema, "") {
-		site.set(all, mutate(site.current, Fragments[i%len(Fragments)], "appended"))
+		if !site.number { // a number's key takes few strings: the rest would have the set refused
+			site.set(all, mutate(site.current, Fragments[i%len(Fragments)], "appended"))
+		}
 	}
 	f.try(name+", every string and key at once", all, base)
 	return nil
@@ -204,11 +216,24 @@ func mutate(current, frag, how string) string {
 	}
 }
 
-// site is a string value or a free map key that a tenant chooses.
+// site is a string value, a number (which the schema may take as a string) or a free map key
+// that a tenant chooses.
 type site struct {
 	path    string
 	current string
+	number  bool
 	set     func(root map[string]any, v string)
+}
+
+// asString is a string leaf as it is, and a number as the string it is written as.
+func asString(v any) (s string, number, ok bool) {
+	switch x := v.(type) {
+	case string:
+		return x, false, true
+	case float64, int, int64:
+		return fmt.Sprint(x), true, true
+	}
+	return "", false, false
 }
 
 // sites lists the string leaves of root and the keys of its free maps (maps whose keys the
@@ -230,8 +255,8 @@ func sites(root map[string]any, schema map[string]any, path string) []site {
 				}
 				child := path + "." + k
 				inMap := func(r map[string]any) map[string]any { return locate(r).(map[string]any) }
-				if str, ok := x[k].(string); ok {
-					out = append(out, site{path: child, current: str, set: func(r map[string]any, nv string) { inMap(r)[k] = nv }})
+				if str, number, ok := asString(x[k]); ok {
+					out = append(out, site{path: child, current: str, number: number, set: func(r map[string]any, nv string) { inMap(r)[k] = nv }})
 				} else {
 					walk(x[k], childSchema, child, func(r map[string]any) any { return inMap(r)[k] })
 				}
@@ -250,8 +275,8 @@ func sites(root map[string]any, schema map[string]any, path string) []site {
 			for i := range x {
 				child := fmt.Sprintf("%s[%d]", path, i)
 				inList := func(r map[string]any) []any { return locate(r).([]any) }
-				if str, ok := x[i].(string); ok {
-					out = append(out, site{path: child, current: str, set: func(r map[string]any, nv string) { inList(r)[i] = nv }})
+				if str, number, ok := asString(x[i]); ok {
+					out = append(out, site{path: child, current: str, number: number, set: func(r map[string]any, nv string) { inList(r)[i] = nv }})
 				} else {
 					walk(x[i], items, child, func(r map[string]any) any { return inList(r)[i] })
 				}

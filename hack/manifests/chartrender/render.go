@@ -59,7 +59,7 @@ func Render(chartDir string) ([]Rendering, error) {
 	sort.Strings(files)
 	var out []Rendering
 	required := requiredFilled(ch)
-	defaults, lookedUp, defaultsErr := render(ch, required)
+	defaults, lookedUp, defaultsErr := render(ch, required, sampleRelease)
 	if defaultsErr == nil {
 		out = append(out, Rendering{Values: required, Objects: defaults, LookedUp: lookedUp})
 	}
@@ -75,7 +75,7 @@ func Render(chartDir string) ([]Rendering, error) {
 		if vals == nil {
 			vals = map[string]any{}
 		}
-		objs, lookedUp, err := render(ch, vals)
+		objs, lookedUp, err := render(ch, vals, sampleRelease)
 		if err != nil {
 			return nil, fmt.Errorf("%s: rendering the chart with these values: %w", f, err)
 		}
@@ -91,12 +91,21 @@ func Render(chartDir string) ([]Rendering, error) {
 // values are checked against values.schema.json first, lookups find nothing, and every
 // object without a namespace is in SampleNamespace.
 func RenderValues(ch *chart.Chart, vals map[string]any) ([]map[string]any, error) {
-	objs, _, err := render(ch, vals)
+	objs, _, err := render(ch, vals, sampleRelease)
 	return objs, err
 }
 
-func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, []schema.GroupVersionKind, error) {
-	values, err := chartutil.ToRenderValues(ch, vals, sampleRelease, chartutil.DefaultCapabilities)
+// RenderValuesAs renders as RenderValues does, the release named name in namespace (where the
+// objects without a namespace are).
+func RenderValuesAs(ch *chart.Chart, vals map[string]any, name, namespace string) ([]map[string]any, error) {
+	release := sampleRelease
+	release.Name, release.Namespace = name, namespace
+	objs, _, err := render(ch, vals, release)
+	return objs, err
+}
+
+func render(ch *chart.Chart, vals map[string]any, release chartutil.ReleaseOptions) ([]map[string]any, []schema.GroupVersionKind, error) {
+	values, err := chartutil.ToRenderValues(ch, vals, release, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +139,7 @@ func render(ch *chart.Chart, vals map[string]any) ([]map[string]any, []schema.Gr
 				continue
 			}
 			if md, ok := obj["metadata"].(map[string]any); ok && md["namespace"] == nil {
-				md["namespace"] = sampleRelease.Namespace
+				md["namespace"] = release.Namespace
 			}
 			objs = append(objs, obj)
 		}
@@ -236,7 +245,7 @@ func SwitchedOn(chartDir string) (Rendering, error) {
 			switchOnSchema(doc, vals)
 		}
 	}
-	objs, lookedUp, err := render(ch, vals)
+	objs, lookedUp, err := render(ch, vals, sampleRelease)
 	if err != nil {
 		return Rendering{}, fmt.Errorf("rendering %s with every boolean value true: %w", chartDir, err)
 	}

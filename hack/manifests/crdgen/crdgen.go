@@ -13,7 +13,8 @@
 //   - `oneOf`/`anyOf` give the node every property and type of their alternatives, but not the
 //     checks that hold within one alternative (a CRD would refuse what another admits); `not` goes;
 //   - a type list becomes one type: null makes it nullable, [string, integer] is
-//     `x-kubernetes-int-or-string`, [integer, number] a number, any other list any value;
+//     `x-kubernetes-int-or-string`, [integer, number] a number, [number, string] any value whose
+//     checks of a string or a number (pattern, lengths, bounds) stay, any other list any value;
 //   - an object with properties keeps unknown fields (x-kubernetes-preserve-unknown-fields)
 //     beside its typed properties, unless the schema closes it with `additionalProperties: false`
 //     (or `unevaluatedProperties: false`) and no patternProperties: JSON Schema admits the keys

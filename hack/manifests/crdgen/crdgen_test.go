@@ -11,7 +11,10 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/example/myproxy-operator/internal/chartapi"
 )
 
 const valuesSchemaPath = "helm-charts/myproxy/values.schema.json"
@@ -76,6 +79,9 @@ func TestConversion(t *testing.T) {
 		{name: "string or integer becomes int-or-string",
 			schema: `{"type":"object","properties":{"q":{"type":["string","integer"]}}}`, keep: nil,
 			want: `{"type":"object","properties":{"q":{"x-kubernetes-int-or-string":true}},"x-kubernetes-preserve-unknown-fields":true}`, errHas: ""},
+		{name: "number or string takes any value, and checks the string and the number",
+			schema: `{"type":"object","properties":{"q":{"type":["integer","number","string"],"pattern":"^[0-9]+m$","minimum":0,"minItems":1}}}`,
+			want:   `{"type":"object","properties":{"q":{"minimum":0,"pattern":"^[0-9]+m$","x-kubernetes-preserve-unknown-fields":true}},"x-kubernetes-preserve-unknown-fields":true}`},
 		{name: "free-form object keeps unknown fields",
 			schema: `{"type":"object","properties":{"affinity":{"type":"object"},"tol":{"type":"array","items":{"type":"object"}}}}`, keep: nil,
 			want: `{"type":"object","properties":{"affinity":{"type":"object","x-kubernetes-preserve-unknown-fields":true},` +
@@ -117,12 +123,28 @@ func TestConversion(t *testing.T) {
 				`"auth":{"type":"object","additionalProperties":false,"required":["user","policy"],"properties":{"user":{"type":"string"},"policy":{"type":"string"}}},` +
 				`"tls":{"type":"object","additionalProperties":false,"required":["cert"],"properties":{"cert":{"type":"string"}}}}}`,
 			defaults: map[string]any{"auth": map[string]any{"user": "admin"}},
-			want: `{"type":"object","properties":{"auth":{"type":"object","properties":{"policy":{"type":"string"},"user":{"type":"string"}},"required":["policy"]},` +
+			want: `{"type":"object","properties":{"auth":{"type":"object","nullable":true,"properties":{"policy":{"type":"string"},"user":{"type":"string"}},"required":["policy"]},` +
 				`"tls":{"type":"object","properties":{"cert":{"type":"string"}},"required":["cert"]}},"required":["auth"]}`},
 		{name: "the keys of list items and map values keep their required: values.yaml gives them no defaults",
 			schema:   `{"type":"object","additionalProperties":false,"properties":{"routes":{"type":"array","items":{"type":"object","additionalProperties":false,"required":["path"],"properties":{"path":{"type":"string"}}}}}}`,
 			defaults: map[string]any{"routes": []any{map[string]any{"path": "/"}}},
-			want:     `{"type":"object","properties":{"routes":{"type":"array","items":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}}`},
+			want:     `{"type":"object","properties":{"routes":{"type":"array","nullable":true,"items":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}}`},
+		{name: "a key values.yaml gives takes null, which deletes the default; not one the schema requires, nor one without a default",
+			schema: `{"type":"object","additionalProperties":false,"required":["req"],"properties":{"a":{"type":"string"},"none":{"type":"string"},` +
+				`"req":{"type":"string"},"m":{"type":"object","additionalProperties":{"type":"string"}},"empty":{"type":"object","additionalProperties":{"type":"string"}},` +
+				`"o":{"type":"object","properties":{"p":{"type":"integer"}}}}}`,
+			defaults: map[string]any{"a": "x", "req": "r", "m": map[string]any{"k": "v"}, "empty": map[string]any{}, "o": map[string]any{"p": 1}},
+			want: `{"type":"object","properties":{"a":{"type":"string","nullable":true},"empty":{"type":"object","nullable":true,"additionalProperties":{"type":"string"}},` +
+				`"m":{"type":"object","nullable":true,"additionalProperties":{"type":"string","nullable":true}},"none":{"type":"string"},` +
+				`"o":{"type":"object","nullable":true,"properties":{"p":{"type":"integer","nullable":true}},"x-kubernetes-preserve-unknown-fields":true},"req":{"type":"string"}}}`},
+		{name: "the enum of a key that takes null becomes a rule, which the apiserver does not run on null; one that cannot be one keeps the key from null",
+			schema: `{"type":"object","properties":{"mode":{"enum":["a","b"]},"tag":{"type":["string","null"],"enum":["1",null]},` +
+				`"port":{"type":"integer","enum":[80,443]},"ratio":{"type":"number","enum":[0.5]}}}`,
+			defaults: map[string]any{"mode": "a", "port": 80, "ratio": 0.5},
+			want: `{"type":"object","properties":{"mode":{"type":"string","nullable":true,"x-kubernetes-validations":[{"rule":"self in ['a', 'b']","message":"must be one of \"a\", \"b\", or null"}]},` +
+				`"port":{"type":"integer","nullable":true,"x-kubernetes-validations":[{"rule":"self in [80, 443]","message":"must be one of 80, 443, or null"}]},` +
+				`"ratio":{"type":"number","enum":[0.5]},` +
+				`"tag":{"type":"string","nullable":true,"x-kubernetes-validations":[{"rule":"self in ['1']","message":"must be one of \"1\", or null"}]}},"x-kubernetes-preserve-unknown-fields":true}`},
 		{name: "a required key whose default the CRD keeps (the scale subresource's) goes",
 			schema: `{"type":"object","additionalProperties":false,"required":["replicas"],"properties":{"replicas":{"type":"integer","default":1}}}`,
 			keep:   []string{"spec.replicas"},
@@ -148,6 +170,17 @@ func TestConversion(t *testing.T) {
 			wantJSON, _ := json.Marshal(want)
 			if !bytes.Equal(gotJSON, wantJSON) {
 				t.Errorf("got  %s\nwant %s", gotJSON, wantJSON)
+			}
+			if c.keep != nil || got.Type != "object" {
+				return // the apiserver's judgement needs a spec object and no scale subresource
+			}
+			crd, err := Generate(schema.GroupVersionKind{Group: "x.example.com", Version: "v1", Kind: "X"}, &chartapi.Kind{},
+				Spec{Schema: []byte(c.schema), Defaults: c.defaults})
+			if err == nil {
+				err = Validate(crd)
+			}
+			if err != nil {
+				t.Errorf("the apiserver refuses the CRD: %v", err)
 			}
 		})
 	}

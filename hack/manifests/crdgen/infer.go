@@ -19,10 +19,12 @@ import (
 // values.yaml is a sample, not a contract. Charts read keys it only mentions in comments
 // (`# podAnnotations: {}`) or not at all (nameOverride, a ResourceRequirements' limits, the
 // free keys of an ini-style map), and Helm accepts any of them; a closed object would refuse
-// them at kubectl apply. What inference checks is the type of each key values.yaml sets. Each
-// of those keys is nullable, as in Helm, where null removes a default. A key no template reads
-// is told of by a warning (see WarningPolicy), never refused. The defaults are kept in the
-// schema (SpecSchema drops them but where the scale subresource needs one).
+// them at kubectl apply. What inference checks is the type of each key values.yaml sets. A
+// number is also taken as a string (NumberAsString): users write quantities, ports and versions
+// both ways (`cpu: 1`, `cpu: "1"`, `cpu: 500m`). Each of those keys is nullable, as in Helm,
+// where null removes a default. A key no template reads is told of by a warning (see
+// WarningPolicy), never refused. The defaults are kept in the schema (SpecSchema drops them but
+// where the scale subresource needs one).
 func InferSchema(valuesYAML []byte) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(valuesYAML, &doc); err != nil {
@@ -83,15 +85,25 @@ func inferNode(n *yaml.Node) map[string]any {
 		case bool:
 			return map[string]any{"type": "boolean", "default": x}
 		case int:
-			return map[string]any{"type": "integer", "default": x}
+			return map[string]any{"type": []any{"integer", "string"}, "pattern": NumberAsString, "default": x}
 		case float64:
-			return map[string]any{"type": "number", "default": x}
+			return map[string]any{"type": []any{"number", "string"}, "pattern": NumberAsString, "default": x}
 		default:
 			return map[string]any{"type": "string", "default": n.Value}
 		}
 	}
 	return map[string]any{"x-kubernetes-preserve-unknown-fields": true}
 }
+
+// NumberAsString is the pattern of the strings an inferred schema takes where values.yaml's
+// default is a number: a number written as a string, starting with a digit (after a sign, a
+// "v" or a "."), as a quantity (500m, 1.5Gi, 1e3), a version (2.20.2, v1.2.3-rc.1+b5) or a
+// percentage (25%) is; a word ("two") is still refused as the default's type would. Templates
+// print such a key bare (`port: {{ .Values.port }}`: a quoted number is not a number), so the
+// string is written into the manifest as YAML: the pattern refuses what YAML would read as
+// structure (line breaks, spaces, quotes, ":", "#", braces and brackets, an indicator such as
+// "*", "&", "!", "|" or "%" at the start), so that a tenant's string there renders one scalar.
+const NumberAsString = `^[-+]?v?\.?[0-9][0-9A-Za-z._+%-]*$`
 
 // helmDocsMarker starts a description in the helm-docs convention ("# -- The image tag.").
 var helmDocsMarker = regexp.MustCompile(`^--\s*(\([^)]*\)\s*)?`)

@@ -258,7 +258,8 @@ func TestSpecLayout(t *testing.T) {
 	crd, err := Generate(schema.GroupVersionKind{Group: "x.example.com", Version: "v1", Kind: "X"}, &chartapi.Kind{}, Spec{Defaults: defaults, Schema: []byte(`{
 		"type":"object","additionalProperties":false,"required":["policy","image"],
 		"properties":{"policy":{"type":"string"},"image":{"type":"object","required":["repository"],"properties":{"repository":{"type":"string"},"tag":{"type":"string"}}},
-		"hosts":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}}}},"labels":{"type":"object","additionalProperties":{"type":"string"}}}}`)})
+		"hosts":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}}}},"labels":{"type":"object","additionalProperties":{"type":"string"}},` +
+		`"weight":{"type":["number","string"],"pattern":"^[0-9.]+$"},"anything":{"type":["number","boolean"]}}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,10 +275,10 @@ func TestSpecLayout(t *testing.T) {
 	spec := root.Properties["spec"]
 	l := SpecLayout(&spec)
 	for what, got := range map[string]string{
-		"typed: hosts, hosts[].name, image.{repository,tag}, policy": "typed: " + Compact(l.Typed),
+		"typed: hosts, hosts[].name, image.{repository,tag}, policy, weight": "typed: " + Compact(l.Typed),
 		"open: hosts[], image":     "open: " + Compact(l.Open),
 		"closed: ":                 "closed: " + Compact(l.Closed),
-		"free: labels":             "free: " + Compact(l.Free),
+		"free: anything, labels":   "free: " + Compact(l.Free),
 		"required: policy":         "required: " + Compact(l.Required),
 		"no default for the spec:": "no default for the spec:" + string(specDefault(crd)),
 	} {

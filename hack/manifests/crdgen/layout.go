@@ -11,7 +11,8 @@ import (
 
 // Layout is what a CRD's spec schema checks, path by path, for make manifests to tell.
 type Layout struct {
-	// Typed are the keys whose values the CRD types (a scalar, a list, an object of named keys).
+	// Typed are the keys whose values the CRD types (a scalar, a list, an object of named keys,
+	// a number or a string whose string is checked).
 	Typed [][]string
 	// Open are the objects that keep unknown keys beside their typed ones.
 	Open [][]string
@@ -38,7 +39,7 @@ func SpecLayout(spec *apiextv1.JSONSchemaProps) Layout {
 			l.Open = append(l.Open, path)
 		case len(s.Properties) > 0:
 			l.Closed = append(l.Closed, path)
-		case s.AdditionalProperties != nil || preserve:
+		case s.AdditionalProperties != nil || (preserve && !checksScalar(s)):
 			if len(path) > 0 {
 				l.Free = append(l.Free, path)
 			}
@@ -56,6 +57,13 @@ func SpecLayout(spec *apiextv1.JSONSchemaProps) Layout {
 	}
 	walk(spec, nil)
 	return l
+}
+
+// checksScalar tells a node of no type that still checks a number or a string it holds (a
+// pattern, lengths, bounds, an enum): a number or a string (numberOrString), not any value.
+func checksScalar(s *apiextv1.JSONSchemaProps) bool {
+	return s.Pattern != "" || s.MinLength != nil || s.MaxLength != nil || s.Minimum != nil || s.Maximum != nil ||
+		s.MultipleOf != nil || len(s.Enum) > 0 || s.Format != ""
 }
 
 // Compact writes paths as one line, siblings grouped in braces: image.{repository,tag}.

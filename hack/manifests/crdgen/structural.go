@@ -1,6 +1,7 @@
 package crdgen
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -344,7 +345,8 @@ func jsonType(v any) string {
 
 // setType gives node the one type a structural schema wants for the types the source allows:
 // null makes it nullable; string and integer make it int-or-string; integer and number make it
-// a number; anything else keeps unknown fields.
+// a number; anything else keeps unknown fields (numberOrString tells which of those still check
+// a string or a number).
 func setType(node map[string]any, types []string) {
 	delete(node, "type")
 	if slices.Contains(types, "null") {
@@ -364,6 +366,22 @@ func setType(node map[string]any, types []string) {
 		node["x-kubernetes-preserve-unknown-fields"] = true
 	}
 }
+
+// numberOrString tells types of a number or a string (a float default that an inferred schema
+// also takes as a string). A structural schema has no such type, so the node takes any value;
+// but the checks of a string and of a number (pattern, lengths, bounds, enum) apply to those
+// alone, and stay.
+func numberOrString(types []string) bool {
+	types = slices.DeleteFunc(slices.Clone(types), func(t string) bool { return t == "null" || t == "integer" })
+	slices.Sort(types)
+	return slices.Equal(slices.Compact(types), []string{"number", "string"})
+}
+
+// Checks of a value that apply to one type only: those of scalars, and those of objects and lists.
+var (
+	scalarChecks     = []string{"enum", "format", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+	collectionChecks = []string{"minItems", "maxItems", "minProperties", "maxProperties", "required"}
+)
 
 // node converts one schema node and its children. values is the node's path in the chart's
 // values, nil below a list or a map of free keys, where values.yaml gives no defaults.
@@ -395,10 +413,14 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 	if c, ok := flat["const"]; ok && out["enum"] == nil {
 		out["enum"] = []any{c}
 	}
+	types := typesOf(flat)
 	if out["x-kubernetes-int-or-string"] != true {
-		setType(out, typesOf(flat))
+		setType(out, types)
 	} else {
 		delete(out, "type")
+	}
+	if s.keep[path] {
+		scaleReplicas(out)
 	}
 	if f, ok := out["format"].(string); ok && !slices.Contains(crdFormats, f) {
 		delete(out, "format")
@@ -434,13 +456,35 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 		out["x-kubernetes-preserve-unknown-fields"] = true
 	}
 	if out["x-kubernetes-preserve-unknown-fields"] == true && out["type"] == nil {
-		// Any value: what constrains a typed value does not apply.
-		for _, k := range []string{"enum", "format", "pattern", "minLength", "maxLength", "minimum", "maximum",
-			"exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "minProperties", "maxProperties", "required"} {
-			delete(out, k)
-		}
+		anyValue(out, types)
+	}
+	if out["nullable"] == true {
+		allowNull(out)
 	}
 	return out, nil
+}
+
+// scaleReplicas makes the node of the scale subresource's field what it reads and writes, an
+// integer (kubectl scale, HPAs), where the apiserver puts the kept default in a null's place.
+func scaleReplicas(out map[string]any) {
+	delete(out, "nullable")
+	if out["x-kubernetes-int-or-string"] == true {
+		delete(out, "x-kubernetes-int-or-string")
+		delete(out, "pattern")
+		out["type"] = "integer"
+	}
+}
+
+// anyValue drops from a node of any value what constrains a typed value, but for a number or a
+// string the checks of those (numberOrString).
+func anyValue(out map[string]any, types []string) {
+	unchecked := collectionChecks
+	if !numberOrString(types) {
+		unchecked = append(slices.Clone(scalarChecks), collectionChecks...)
+	}
+	for _, k := range unchecked {
+		delete(out, k)
+	}
 }
 
 // objectStructure converts properties, additionalProperties and patternProperties into the
@@ -454,6 +498,10 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 	}
 	patterns, _ := flat["patternProperties"].(map[string]any)
 	delete(out, "additionalProperties")
+	// A null deletes a key values.yaml gives a default, as in a values file handed to `helm
+	// install -f`; a key the schema requires is not deleted (Helm would refuse the values
+	// without it), so the apiserver drops its null and the default renders.
+	required, _ := flat["required"].([]any)
 	if hasProps {
 		converted := map[string]any{}
 		for _, name := range sortedKeys(props) {
@@ -472,6 +520,9 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 			c, err := s.node(child, path+"."+name, childValues)
 			if err != nil {
 				return err
+			}
+			if _, given := s.defaultAt(values, name); given && !s.keep[path+"."+name] && !slices.Contains(required, any(name)) {
+				allowNull(c)
 			}
 			converted[name] = c
 		}
@@ -492,6 +543,7 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 		if err != nil {
 			return err
 		}
+		s.mapValuesNullable(c, values)
 		out["additionalProperties"] = c
 		addRule(out, map[string]any{
 			"rule":    "self.all(k, k.matches(" + strconv.Quote(pattern) + "))",
@@ -505,10 +557,64 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 			if err != nil {
 				return err
 			}
+			s.mapValuesNullable(c, values)
 			out["additionalProperties"] = c
 		}
 	}
 	return nil
+}
+
+// mapValuesNullable lets the values of the map at values hold null where values.yaml gives the
+// map a key: its one value schema is every key's, so a null is taken at a key with no default
+// too, which Helm's validation against the whole schema still refuses at the release.
+func (s *structuralizer) mapValuesNullable(value map[string]any, values []string) {
+	if len(values) == 0 {
+		return
+	}
+	given, _ := s.defaultAt(values[:len(values)-1], values[len(values)-1])
+	m, _ := given.(map[string]any)
+	for _, v := range m {
+		if v != nil {
+			allowNull(value)
+			return
+		}
+	}
+}
+
+// allowNull lets a converted node hold null. The apiserver checks an enum before nullable, and no
+// enum of a CRD holds null, so the enum of a nullable string, integer or boolean becomes a CEL
+// rule, which is not evaluated on null (the apiserver's message names the field); a node whose
+// enum cannot be one holds no null (the apiserver drops it, and the default renders).
+func allowNull(node map[string]any) {
+	enum, ok := node["enum"].([]any)
+	if !ok {
+		node["nullable"] = true
+		return
+	}
+	typ, _ := node["type"].(string)
+	var literals, shown []string
+	for _, v := range enum {
+		if v == nil {
+			continue
+		}
+		if jsonType(v) != typ || !slices.Contains([]string{"string", "integer", "boolean"}, typ) {
+			delete(node, "nullable")
+			return
+		}
+		raw, _ := json.Marshal(v)
+		shown = append(shown, string(raw))
+		if str, isString := v.(string); isString {
+			literals = append(literals, celString(str))
+		} else {
+			literals = append(literals, string(raw))
+		}
+	}
+	delete(node, "enum")
+	node["nullable"] = true
+	addRule(node, map[string]any{
+		"rule":    "self in [" + strings.Join(literals, ", ") + "]",
+		"message": fmt.Sprintf("must be one of %s, or null", strings.Join(shown, ", ")),
+	})
 }
 
 // arrayStructure gives an array one items schema (a tuple of schemas becomes items of any

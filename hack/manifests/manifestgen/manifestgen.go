@@ -5,7 +5,8 @@
 // every chart's rendered kinds, and the editor and viewer roles of each kind with the rbac
 // kustomization listing them; and it sets the resources of the project file (PROJECT) to the
 // watched kinds. Adding a kind is a chart, a watches.yaml entry and `make manifests`, which
-// says per kind what its spec schema types, leaves open and why, and what the warnings check.
+// says per kind what its spec schema types, leaves open and why, what the warnings check, and
+// whether the chart's fixed object names allow one custom resource per namespace or per cluster.
 package manifestgen
 
 import (
@@ -137,6 +138,18 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 			// Told with every other kind's, so that one run of make manifests names all it needs.
 			outOfReach = append(outOfReach, err)
 			continue
+		}
+		perNamespace, perCluster, err := fixedNames(ch, renderings)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", w.ChartPath, err)
+		}
+		if len(perCluster) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: one custom resource per cluster: the chart names objects without the release's name, "+
+				"so a second %s anywhere in the cluster renders the same ones: %s", gk, gk.Kind, strings.Join(perCluster, ", ")))
+		}
+		if len(perNamespace) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: one custom resource per namespace: the chart names objects without the release's name, "+
+				"so a second %s in a namespace renders the same ones: %s", gk, gk.Kind, strings.Join(perNamespace, ", ")))
 		}
 		// The RBAC covers what a tenant may switch on, beyond the renderings checked above.
 		granted := renderings

@@ -3,6 +3,7 @@ package manifestgen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,11 +344,11 @@ func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
 	if err := os.Remove(filepath.Join(chart, "values.schema.json")); err != nil {
 		t.Fatal(err)
 	}
-	write(filepath.Join(chart, "values.yaml"), "image:\n  tag: \"1\"\n# podAnnotations: {}\n")
+	write(filepath.Join(chart, "values.yaml"), "image:\n  tag: \"1\"\nport: 80\nratio: 0.5\n# podAnnotations: {}\n")
 	files, notes := generateThing(t, dir, chart, write)
 	said := strings.Join(notes, "\n")
 	mustContain(t, "the notes", said,
-		"Thing.example.com: spec typed, each as the type of its value in values.yaml (or null): image.tag\n",
+		"Thing.example.com: spec typed, each as the type of its value in values.yaml (a number also as a string, or null): image.tag, port, ratio\n",
 		"Thing.example.com: spec open (unknown keys kept beside the typed ones), inferred: values.yaml is a sample of the values, and templates read keys it does not set: spec, spec.image\n",
 		"Thing.example.com: spec accepts untyped, as keys of open objects, what only values.yaml's comments name or only templates read: nameOverride, podAnnotations\n",
 		"Thing.example.com: typo warnings: ValidatingAdmissionPolicy unread-keys.things.example.com (config/crd/warnings/example.com_things.yaml) warns, "+
@@ -360,14 +361,51 @@ func TestMakeManifestsSaysWhatTheSpecChecks(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(strings.Split(policy, "\n---\n")[0]), &vap); err != nil || len(vap.Spec.Variables) != 2 {
 		t.Fatalf("the policy's variables %+v (%v): want spec's and spec.image's", vap, err)
 	}
-	mustContain(t, "the policy", vap.Spec.Variables[0].Expression, "!(k in ['global', 'image', 'nameOverride', 'podAnnotations'])")
+	mustContain(t, "the policy", vap.Spec.Variables[0].Expression, "!(k in ['global', 'image', 'nameOverride', 'podAnnotations', 'port', 'ratio'])")
 	mustContain(t, "the CRD kustomization", string(files[CRDKustomization]), "- bases/example.com_things.yaml\n- warnings/example.com_things.yaml\n")
 
 	write(filepath.Join(chart, "values.schema.json"), `{"type":"object","additionalProperties":false,"properties":{"image":{"type":"object",`+
-		`"additionalProperties":false,"properties":{"tag":{"type":"string"}}},"nameOverride":{"type":"string"},"podAnnotations":{"type":"object"}}}`)
+		`"additionalProperties":false,"properties":{"tag":{"type":"string"}}},"nameOverride":{"type":"string"},"podAnnotations":{"type":"object"},`+
+		`"port":{"type":"integer"},"ratio":{"type":"number"}}}`)
 	files, notes = generateThing(t, dir, chart, write)
 	mustContain(t, "the notes", strings.Join(notes, "\n"), "Thing.example.com: no typo warnings: the CRD refuses the keys its schema does not name")
 	if _, ok := files[filepath.Join(WarningsDir, "example.com_things.yaml")]; ok || strings.Contains(string(files[CRDKustomization]), "- warnings/") {
 		t.Errorf("a policy written for a closed spec:\n%s", files[CRDKustomization])
+	}
+}
+
+// A chart that names objects without the release's name allows one custom resource per
+// namespace (a namespaced object, or a cluster-scoped one named after the namespace) or per
+// cluster (a cluster-scoped object of a fixed name); make manifests says which, naming them.
+// Names derived from the release say nothing.
+func TestMakeManifestsSaysWhereFixedNamesAllowOneResource(t *testing.T) {
+	role := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: %s\nrules: []\n"
+	dir, chart, write := testChart(t, map[string]string{
+		"derived.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\n",
+		"fixed.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-config\n",
+		"roles.yaml":   fmt.Sprintf(role, "app-reader") + "---\n" + fmt.Sprintf(role, "{{ .Release.Namespace }}-app") + "---\n" + fmt.Sprintf(role, "{{ .Release.Name }}-app"),
+	})
+	watches := filepath.Join(dir, "watches.yaml")
+	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n  reach:\n    clusterScoped: [ClusterRole.rbac.authorization.k8s.io]\n")
+	_, notes, err := Generate(watches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := strings.Join(notes, "\n")
+	mustContain(t, "the notes", said,
+		"Thing.example.com: one custom resource per cluster: the chart names objects without the release's name, so a second Thing anywhere in the cluster renders the same ones: ClusterRole app-reader\n",
+		"Thing.example.com: one custom resource per namespace: the chart names objects without the release's name, so a second Thing in a namespace renders the same ones: ClusterRole default-app, ConfigMap app-config")
+	if strings.Contains(said, "-cm") || strings.Contains(said, "example-app") {
+		t.Errorf("names derived from the release told as fixed:\n%s", said)
+	}
+
+	write(filepath.Join(chart, "templates", "fixed.yaml"), "")
+	write(filepath.Join(chart, "templates", "roles.yaml"), fmt.Sprintf(role, "{{ .Release.Namespace }}-{{ .Release.Name }}"))
+	_, notes, err = Generate(watches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if said := strings.Join(notes, "\n"); strings.Contains(said, "one custom resource per") {
+		t.Errorf("a chart that names every object after its release told as fixed:\n%s", said)
 	}
 }

@@ -132,14 +132,19 @@ func withinReach(p tenancy.Policy, r chartrender.Rendering) (chartrender.Renderi
 	return r, refused
 }
 
-// reachOf says whether the watch allows a release to write the rendered object o.
-func reachOf(p tenancy.Policy, o map[string]any) error {
+// identityOf is a rendered object's group and kind, name and namespace ("" when it names none).
+func identityOf(o map[string]any) (gk schema.GroupKind, name, ns string) {
 	apiVersion, _ := o["apiVersion"].(string)
 	kind, _ := o["kind"].(string)
-	gk := schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind()
 	meta, _ := o["metadata"].(map[string]any)
-	name, _ := meta["name"].(string)
-	ns, _ := meta["namespace"].(string)
+	name, _ = meta["name"].(string)
+	ns, _ = meta["namespace"].(string)
+	return schema.FromAPIVersionAndKind(apiVersion, kind).GroupKind(), name, ns
+}
+
+// reachOf says whether the watch allows a release to write the rendered object o.
+func reachOf(p tenancy.Policy, o map[string]any) error {
+	gk, name, ns := identityOf(o)
 	obj := tenancy.Object{GroupKind: gk, Namespaced: !clusterScoped[gk], Namespace: ns, Name: name}
 	if obj.Namespaced && ns == "" {
 		obj.Namespace = chartrender.SampleNamespace // Helm puts it in the release's namespace

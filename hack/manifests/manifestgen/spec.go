@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 
 	"github.com/example/myproxy-operator/hack/manifests/crdgen"
@@ -21,6 +22,22 @@ type specSchema struct {
 	source   string
 	why      string
 	inferred bool
+}
+
+// SpecSchemaDocument returns the JSON schema document the spec schema of the kind a chart serves
+// is made from (nil for an open spec): what the CRD checks at kubectl apply, before Helm checks
+// the chart's own values.schema.json.
+func SpecSchemaDocument(chartDir string) ([]byte, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	k, err := chartapi.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := specSchemaOf(chartDir, ch, k)
+	return s.spec.Schema, err
 }
 
 // specSchemaOf chooses a kind's spec schema: kind.yaml's specSchema, else the chart's

@@ -64,7 +64,7 @@ func specNotes(s specSchema, spec *apiextv1.JSONSchemaProps, keys *crdgen.Keys) 
 	if len(l.Typed) > 0 {
 		what := "as the schema says"
 		if s.inferred {
-			what = "as the type of its value in values.yaml (or null)"
+			what = "as the type of its value in values.yaml (a number also as a string, or null)"
 		}
 		notes = append(notes, fmt.Sprintf("spec typed, each %s: %s", what, crdgen.Compact(l.Typed)))
 	}
