@@ -66,8 +66,9 @@ type Digests struct {
 	// label value (names.ManagedLabel), which names the shard. A rendering depends on it.
 	Stamp string
 
-	charts sync.Map // *chart.Chart -> chartInfo
-	known  sync.Map // shard.Key -> knownRendering
+	charts    sync.Map // *chart.Chart -> chartInfo
+	known     sync.Map // shard.Key -> knownRendering
+	following sync.Map // shard.Key -> struct{}: Lookups follows what its rendering read
 }
 
 // knownRendering: revision Version of a custom resource's release is what the inputs with
@@ -86,7 +87,14 @@ func (d *Digests) Forget(key shard.Key) {
 		return
 	}
 	d.known.Delete(key)
-	d.Lookups.Forget(key)
+	d.unfollow(key)
+}
+
+// unfollow has Lookups forget what key's rendering read, if it followed anything.
+func (d *Digests) unfollow(key shard.Key) {
+	if _, ok := d.following.LoadAndDelete(key); ok {
+		d.Lookups.Forget(key)
+	}
 }
 
 // Len returns the number of custom resources remembered.
@@ -134,11 +142,12 @@ func (d *Digests) knows(key shard.Key, cur *release.Release, dg digests) bool {
 // reads: known when it read nothing, else followed.
 func (d *Digests) remember(r *reconcile, version int, reads []helmconfig.Read) {
 	if len(reads) == 0 {
-		d.Forget(r.key)
+		d.unfollow(r.key)
 		d.known.Store(r.key, knownRendering{Version: version, Digest: r.dg.all})
 		return
 	}
 	d.known.Delete(r.key)
+	d.following.Store(r.key, struct{}{})
 	if err := d.Lookups.Follow(r.ctx, r.key, reads); err != nil {
 		r.log.Error(err, "cannot follow what the rendering looked up; a change of it wakes nothing")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -25,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/annotations"
@@ -101,25 +103,25 @@ type shared struct {
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
-// flags, as parsed) and what the process shares with them. namespaces are the watched
-// namespaces (nil: all).
-func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config) error {
+// flags, as parsed) and what the process shares with them, and returns each watch's Helm
+// reconciler. namespaces are the watched namespaces (nil: all).
+func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config) (map[schema.GroupVersionKind]reconcile.Reconciler, error) {
 	metrics, err := helmMetrics()
 	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	secrets, err := caches.New(mgr, namespaces, caches.SecretMetadata)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	go actionclient.CodeVersion() // digest the executable before the first reconcile needs it
 	records, err := newRecordCache(mgr, namespaces)
 	if err != nil {
-		return fmt.Errorf("creating the release record cache: %w", err)
+		return nil, fmt.Errorf("creating the release record cache: %w", err)
 	}
 	var index helmconfig.RecordIndex // the empty history of a new release answered from the record cache
 	if o.FastPaths.On(options.FastEmptyHistory) {
-		index = recordIndex{records}
+		index = helmconfig.CacheIndex(records)
 	}
 	sh := shared{queues: NewQueues(), releaseRecords: helmconfig.NewRecords(index),
 		namespaces: namespaces, secrets: secrets, records: records, metrics: metrics, unlock: p.Unlock,
@@ -129,23 +131,23 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 	}
 	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sh.lookups = actionclient.NewLookups(lookups, mgr.GetRESTMapper(), func(cr shard.Key) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if ns := RolloutNamespace(o); o.RolloutWaves && ns != "" {
 		m, err := rolloutMetrics()
 		if err != nil {
-			return fmt.Errorf("registering metrics: %w", err)
+			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 		sh.waves = &waves{namespace: ns, metrics: m}
 	}
 	if o.Shard.Sharded() {
 		if sh.claims, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if sh.remembered, err = defaultRemembered(); err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
 	sh.remembered.Add([]RememberedStore{
 		{Map: "lookup_followers", Forget: sh.lookups.Forget, Len: sh.lookups.Following},
@@ -164,23 +166,24 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 			continue
 		}
 		if err := tenancy.CheckRights(context.Background(), mgr.GetClient(), name); err != nil {
-			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+			return nil, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 		c, err := caches.New(mgr, namespaces, caches.ServiceAccounts(name))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		accounts[name] = tenancy.NewAccounts(name, c)
 	}
 	var kinds []capabilityReader
+	reconcilers := map[schema.GroupVersionKind]reconcile.Reconciler{}
 	for _, w := range ws {
-		k, err := setupOne(mgr, w, o, sh, accounts[ServiceAccountFor(w, o)])
+		k, r, err := setupOne(mgr, w, o, sh, accounts[ServiceAccountFor(w, o)])
 		if err != nil {
-			return fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+			return nil, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
-		kinds = append(kinds, k)
+		kinds, reconcilers[w.GroupVersionKind] = append(kinds, k), r
 	}
-	return mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
+	return reconcilers, mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
 }
 
 // ServiceAccountFor is the ServiceAccount the releases of w run as: its own, else the
@@ -191,7 +194,7 @@ func ServiceAccountFor(w watchesfile.Watch, o options.Options) string {
 
 // setupOne sets up the reconcilers of one watch; accounts, when not nil, are the
 // ServiceAccounts its Helm actions run as.
-func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenancy.Accounts) (capabilityReader, error) {
+func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenancy.Accounts) (capabilityReader, *reconciler.Reconciler, error) {
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	// helm-operator-plugins' reconciler records through the core/v1 Events API.
@@ -199,19 +202,19 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	account := ServiceAccountFor(w, o)        // the identity of accounts, when not nil
 	configs, err := HelmConfigs(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, sh.releaseRecords, accounts, recorder)
 	if err != nil {
-		return capabilityReader{}, err
+		return capabilityReader{}, nil, err
 	}
 	secrets, err := CheckSecrets(mgr.GetConfig(), mgr.GetAPIReader(), account)
 	if err != nil {
-		return capabilityReader{}, err
+		return capabilityReader{}, nil, err
 	}
 	use, err := actionclient.AnalyseChart(w.Chart)
 	if err != nil {
-		return capabilityReader{}, fmt.Errorf("chart %s: %w", w.ChartPath, err)
+		return capabilityReader{}, nil, fmt.Errorf("chart %s: %w", w.ChartPath, err)
 	}
 	declaration, err := chartapi.LoadCompiled(w.ChartPath)
 	if err != nil {
-		return capabilityReader{}, err
+		return capabilityReader{}, nil, err
 	}
 	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
 	gvk := w.GroupVersionKind
@@ -227,7 +230,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	var waves actionclient.WaveGate // nil without waves
 	if sh.waves != nil {
 		if gate, err = newGate(mgr, w, o, sh, selector, statusReconciler, recorder); err != nil {
-			return capabilityReader{}, err
+			return capabilityReader{}, nil, err
 		}
 		statusReconciler.Held, waves = gate.Held, gate
 	}
@@ -286,19 +289,19 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {
-		return capabilityReader{}, err
+		return capabilityReader{}, nil, err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
-		return capabilityReader{}, err
+		return capabilityReader{}, nil, err
 	}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
-		return capabilityReader{}, err
+		return capabilityReader{}, nil, err
 	}
 	if o.Shard.Sharded() {
 		h := &shard.Handover{ClaimCache: sh.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
 			Shard: o.Shard, Claims: sh.shardClaims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
-			return capabilityReader{}, err
+			return capabilityReader{}, nil, err
 		}
 	}
 	sh.remembered.Add([]RememberedStore{
@@ -313,7 +316,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		sh.remembered.Add(RememberedStore{Map: "rollout_holds", GVK: gvk, Forget: func(k shard.Key) { gate.Forget(k.NamespacedName) }, Len: gate.Len})
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
-	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, nil
+	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, r, nil
 }
 
 // HelmConfigs returns the Helm configurations of w's custom resources: actions run as the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,7 +27,7 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 	if err != nil {
 		return nil, err
 	}
-	if err := c.IndexField(context.Background(), secretMetadata(), recordReleaseIndex, func(o client.Object) []string {
+	if err := c.IndexField(context.Background(), secretMetadata(), helmconfig.RecordReleaseIndex, func(o client.Object) []string {
 		if release := o.GetLabels()[names.RecordNameLabel]; release != "" {
 			return []string{release}
 		}
@@ -37,24 +36,6 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 		return nil, fmt.Errorf("indexing release records by release: %w", err)
 	}
 	return c, nil
-}
-
-// recordReleaseIndex indexes the record cache by the release a record is of.
-const recordReleaseIndex = "release"
-
-// recordIndex is helmconfig.RecordIndex over the record cache.
-type recordIndex struct{ records cache.Cache }
-
-// HasRecords implements helmconfig.RecordIndex. It reads the cache only once it has synced
-// (the record watch of every controller waits for that before the first reconcile).
-func (r recordIndex) HasRecords(namespace, release string) (bool, error) {
-	var l metav1.PartialObjectMetadataList
-	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := r.records.List(context.Background(), &l, client.InNamespace(namespace),
-		client.MatchingFields{recordReleaseIndex: release}); err != nil {
-		return false, err
-	}
-	return len(l.Items) > 0, nil
 }
 
 // watchReleaseRecords reconciles a custom resource when one of its release records is created,

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/names"
 )
@@ -396,6 +398,27 @@ func (e *RecordExistsError) Error() string {
 	return fmt.Sprintf("release %s/%s: record %s was written by another process since this install read the "+
 		"release's history, so the install did not take place and the release is left as it is; the next "+
 		"reconcile reads its history again", e.Namespace, e.Release, e.Key)
+}
+
+// RecordReleaseIndex is the index of the cache of release record metadata by the release a
+// record is of (its name label).
+const RecordReleaseIndex = "release"
+
+// CacheIndex is the RecordIndex over records, the cache of release record metadata indexed by
+// RecordReleaseIndex. It reads the cache only once it has synced (the record watch of every
+// controller waits for that before the first reconcile).
+func CacheIndex(records cache.Cache) RecordIndex { return cacheIndex{records} }
+
+type cacheIndex struct{ records cache.Cache }
+
+func (i cacheIndex) HasRecords(namespace, release string) (bool, error) {
+	var l metav1.PartialObjectMetadataList
+	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := i.records.List(context.Background(), &l, client.InNamespace(namespace),
+		client.MatchingFields{RecordReleaseIndex: release}); err != nil {
+		return false, err
+	}
+	return len(l.Items) > 0, nil
 }
 
 // RecordIndex tells whether the cache of release record metadata (every Secret labelled

@@ -163,7 +163,8 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if leaseNamespace != "" && o.Shard.Sharded() {
 		p.ShardRunning = shard.LeaseLiveness(mgr.GetAPIReader(), leaseNamespace, o.LeaderElectionID, time.Now)
 	}
-	return mgr, controller.Setup(mgr, entries, o, p, namespaces)
+	_, err = controller.Setup(mgr, entries, o, p, namespaces)
+	return mgr, err
 }
 
 // managerEvents lends the manager's event recorders to the leader election lock, which is built

@@ -70,6 +70,8 @@ type Reconciler struct {
 	Held func(types.NamespacedName) (string, bool)
 
 	own        Own
+	sharded    bool        // Shard.Sharded()
+	managed    string      // Shard.ManagedValue()
 	objects    cache.Cache // the manager's cache, unfiltered
 	scheme     *runtime.Scheme
 	controller controller.Controller
@@ -92,6 +94,7 @@ func (r *Reconciler) Nudge(key types.NamespacedName) {
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
 	r.own = OwnOf(r.Declaration.Kind.Status)
+	r.sharded, r.managed = r.Shard.Sharded(), r.Shard.ManagedValue()
 	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
@@ -184,7 +187,7 @@ func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
 // nil desired where it must not write: another shard's resource, one the Helm reconciler has not
 // reached, or a release whose objects this process does not know yet.
 func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured) (current, desired map[string]any, err error) {
-	if r.Shard.ClaimedByOther(obj) {
+	if r.sharded && r.Shard.ClaimedByOther(obj) {
 		return nil, nil, nil // that shard writes its status
 	}
 	current, _, _ = unstructured.NestedMap(obj.Object, "status")
@@ -208,7 +211,7 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 		}
 		objects = objs
 		if slices.ContainsFunc(objects, func(o ReleaseObject) bool {
-			return o.Ref.Managed != "" && o.Ref.Managed != r.Shard.ManagedValue()
+			return o.Ref.Managed != "" && o.Ref.Managed != r.managed
 		}) {
 			// Handed over from another shard, whose label the objects still carry: this cache
 			// holds none of them until this shard's first upgrade relabels them, and the
