@@ -151,7 +151,7 @@ func (s *stage) abs(p string) string {
 
 func (s *stage) run(in instruction, opts buildOptions, ctx *buildContext, stages []*stage, used map[string]bool) error {
 	for flag := range in.flags {
-		if !(in.op == "COPY" && flag == "from") {
+		if in.op != "COPY" || flag != "from" {
 			return fmt.Errorf("flag --%s is not supported", flag)
 		}
 	}
