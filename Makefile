@@ -107,6 +107,7 @@ vet: ## Run go vet.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) $(HELM) ## Run golangci-lint (.golangci.yml) and helm lint.
 	$(GOLANGCI_LINT) run ./...
+	cd hack/oci && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 	$(HELM) lint --strict helm-charts/myproxy
 	$(HELM) lint --strict examples/staticsite
 
