@@ -352,15 +352,17 @@ $(OCI): hack/oci/go.mod hack/oci/go.sum $(wildcard hack/oci/*.go)
 oci: $(OCI) ## Build bin/oci (hack/oci): images without a container engine, pushes, inspection, the local registry.
 
 # OLM v0 as its own manifests deploy it: the olm and catalog operators (static, as in OLM's
-# images), and the quickstart manifests (CRDs, namespaces, RBAC) beside them. A stamp records the
-# build: it is redone when hack/tools/olm/go.mod or go.sum changes.
+# images), its CRDs, and its Helm chart rendered with the upstream values (namespaces, RBAC, the
+# operators' Deployments) beside them. A stamp records the build: it is redone when
+# hack/tools/olm/go.mod or go.sum changes.
 OLM_MODULE := github.com/operator-framework/operator-lifecycle-manager
 OLM_VERSION := $(shell awk '$$1 == "$(OLM_MODULE)" {print $$2} $$1 == "require" && $$2 == "$(OLM_MODULE)" {print $$3}' hack/tools/olm/go.mod)
-$(OLM_BIN)/.stamp: hack/tools/olm/go.mod hack/tools/olm/go.sum
+$(OLM_BIN)/.stamp: hack/tools/olm/go.mod hack/tools/olm/go.sum $(HELM)
 	rm -rf $(OLM_BIN) && mkdir -p $(OLM_BIN)
 	cd hack/tools/olm && CGO_ENABLED=0 $(PROGRESS) "OLM $(OLM_VERSION): olm and catalog operators" 6m go build -tags json1 \
 	  -ldflags "-X $(OLM_MODULE)/pkg/version.OLMVersion=$(OLM_VERSION)" -o $(OLM_BIN)/ $(OLM_MODULE)/cmd/olm $(OLM_MODULE)/cmd/catalog
-	cd hack/tools/olm && cp "$$(go list -m -f '{{.Dir}}' $(OLM_MODULE))"/deploy/upstream/quickstart/{crds,olm}.yaml $(OLM_BIN)/
+	cd hack/tools/olm && dir=$$(go list -m -f '{{.Dir}}' $(OLM_MODULE)) && for f in $$dir/deploy/chart/crds/*.yaml; do echo ---; cat $$f; echo; done > $(OLM_BIN)/crds.yaml && \
+	  $(HELM) template olm $$dir/deploy/chart -f $$dir/deploy/upstream/values.yaml > $(OLM_BIN)/olm.yaml
 	touch $@
 
 .PHONY: olm
