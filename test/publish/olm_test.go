@@ -376,16 +376,6 @@ func csvMatches(t *testing.T, kube client.Client, r release, csv unstructured.Un
 		}
 	}
 	for _, p := range strategy.ClusterPermissions {
-		var bindings rbacv1.ClusterRoleBindingList
-		must(t, kube.List(ctx, &bindings))
-		got := map[harness.Permission]bool{}
-		for _, b := range bindings.Items {
-			if boundTo(b.Subjects, p.ServiceAccountName) {
-				var role rbacv1.ClusterRole
-				must(t, kube.Get(ctx, client.ObjectKey{Name: b.RoleRef.Name}, &role))
-				expand(role.Rules, got)
-			}
-		}
 		want := expand(p.Rules, map[harness.Permission]bool{})
 		// The OperatorGroup targets all namespaces: OLM grants the CSV's namespaced permissions
 		// in every namespace too, with the reading of namespaces.
@@ -395,21 +385,59 @@ func csvMatches(t *testing.T, kube client.Client, r release, csv unstructured.Un
 			}
 		}
 		expand([]rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}, want)
-		samePermissions(t, "cluster-wide", got, want)
+		samePermissions(t, kube, "", p.ServiceAccountName, want)
 	}
 	for _, p := range strategy.Permissions {
-		var bindings rbacv1.RoleBindingList
-		must(t, kube.List(ctx, &bindings, client.InNamespace(systemNamespace)))
+		samePermissions(t, kube, systemNamespace, p.ServiceAccountName, expand(p.Rules, map[harness.Permission]bool{}))
+	}
+}
+
+// samePermissions waits until the rules bound to the ServiceAccount sa, cluster-wide (ns "") or
+// in ns, are want: OLM writes the roles of a CSV as it installs it, some after the CSV succeeds.
+func samePermissions(t *testing.T, kube client.Client, ns, sa string, want map[harness.Permission]bool) {
+	t.Helper()
+	where := "cluster-wide"
+	if ns != "" {
+		where = "in " + ns
+	}
+	harness.Eventually(t, 120*time.Second, "the permissions of "+sa+" "+where, func(ctx context.Context) (bool, string) {
 		got := map[harness.Permission]bool{}
-		for _, b := range bindings.Items {
-			if boundTo(b.Subjects, p.ServiceAccountName) && b.RoleRef.Kind == "Role" {
+		if ns == "" {
+			var bindings rbacv1.ClusterRoleBindingList
+			if err := kube.List(ctx, &bindings); err != nil {
+				return false, err.Error()
+			}
+			for _, b := range bindings.Items {
+				var role rbacv1.ClusterRole
+				if boundTo(b.Subjects, sa) && kube.Get(ctx, client.ObjectKey{Name: b.RoleRef.Name}, &role) == nil {
+					expand(role.Rules, got)
+				}
+			}
+		} else {
+			var bindings rbacv1.RoleBindingList
+			if err := kube.List(ctx, &bindings, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			for _, b := range bindings.Items {
 				var role rbacv1.Role
-				must(t, kube.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: b.RoleRef.Name}, &role))
-				expand(role.Rules, got)
+				if boundTo(b.Subjects, sa) && b.RoleRef.Kind == "Role" && kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: b.RoleRef.Name}, &role) == nil {
+					expand(role.Rules, got)
+				}
 			}
 		}
-		samePermissions(t, "in "+systemNamespace, got, expand(p.Rules, map[harness.Permission]bool{}))
-	}
+		var diff []string
+		for _, p := range harness.SortedPermissions(want) {
+			if !got[p] {
+				diff = append(diff, "the bundle grants "+p.String()+", OLM did not")
+			}
+		}
+		for _, p := range harness.SortedPermissions(got) {
+			if !want[p] {
+				diff = append(diff, "OLM granted "+p.String()+", which the bundle does not")
+			}
+		}
+		return len(diff) == 0, strings.Join(diff, "; ")
+	})
 }
 
 func boundTo(subjects []rbacv1.Subject, sa string) bool {
@@ -432,20 +460,6 @@ func expand(rules []rbacv1.PolicyRule, into map[harness.Permission]bool) map[har
 		}
 	}
 	return into
-}
-
-func samePermissions(t *testing.T, where string, got, want map[harness.Permission]bool) {
-	t.Helper()
-	for _, p := range harness.SortedPermissions(want) {
-		if !got[p] {
-			t.Errorf("%s: the bundle grants %s, OLM did not", where, p)
-		}
-	}
-	for _, p := range harness.SortedPermissions(got) {
-		if !want[p] {
-			t.Errorf("%s: OLM granted %s, which the bundle does not", where, p)
-		}
-	}
 }
 
 // runManager runs the operator of release r as the container of the Pod OLM's Deployment made.
