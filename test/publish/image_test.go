@@ -13,25 +13,36 @@ import (
 	"github.com/example/myproxy-operator/test/harness"
 )
 
-// make image in two clean clones of the commit gives one digest, and that image is what the
-// Dockerfile describes: the same files from the same sources, the binary static, the entrypoint,
-// working directory, user (not root) and labels of its final stage.
+// make image in two clean clones of the commit gives one digest, and so do make bundle-build
+// and make catalog-build; the operator image is what the Dockerfile describes: the same files
+// from the same sources, the binary static, the entrypoint, working directory, user (not root)
+// and labels of its final stage; the bundle image has the labels OLM reads.
 func TestImageIsReproducibleAndWhatTheDockerfileSays(t *testing.T) {
-	var digests []string
+	targets := [][]string{{"image"}, {"bundle-build"}, {"catalog", "catalog-build"}}
+	digests := map[string][]string{}
 	var clone string
 	for i := 0; i < 2; i++ {
 		clone = filepath.Join(t.TempDir(), "clone")
 		harness.Run(t, nil, "git", "clone", "-q", "--depth=1", "file://"+harness.RepoRoot(), clone)
-		out := harness.Run(t, nil, "make", "-s", "--no-print-directory", "-C", clone, "image", "OCI="+oci(t))
-		digests = append(digests, lastLine(out))
+		for _, target := range targets {
+			out := harness.Run(t, nil, "make", append([]string{"-s", "--no-print-directory", "-C", clone, "OCI=" + oci(t)}, target...)...)
+			name := target[len(target)-1]
+			digests[name] = append(digests[name], lastLine(out))
+		}
 	}
-	if digests[0] != digests[1] || !strings.HasPrefix(digests[0], "sha256:") {
-		t.Fatalf("make image in two clones of one commit printed %q and %q", digests[0], digests[1])
+	for name, d := range digests {
+		if d[0] != d[1] || !strings.HasPrefix(d[0], "sha256:") {
+			t.Errorf("make %s in two clones of one commit printed %q and %q", name, d[0], d[1])
+		}
+	}
+	bundle := inspect(t, filepath.Join(clone, "bin", "images", "bundle")).Config.Config
+	if got, want := mustJSON(t, bundle.Labels), mustJSON(t, finalStage(t, filepath.Join(clone, "bundle.Dockerfile"), nil).labels); got != want {
+		t.Errorf("bundle image labels %s, bundle.Dockerfile's %s", got, want)
 	}
 	layout := filepath.Join(clone, "bin", "images", "operator")
 	img := inspect(t, layout)
-	if img.Digest != digests[0] {
-		t.Errorf("bin/images/operator holds %s, make image printed %s", img.Digest, digests[0])
+	if img.Digest != digests["image"][0] {
+		t.Errorf("bin/images/operator holds %s, make image printed %s", img.Digest, digests["image"][0])
 	}
 	version := strings.TrimSpace(harness.Run(t, nil, "make", "-s", "--no-print-directory", "-C", clone, "print-VERSION"))
 
