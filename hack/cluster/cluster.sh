@@ -107,7 +107,7 @@ ready() {
     alive "$c" || return 1
   done
   [ "$(cat "$dir/audit" 2>/dev/null)" = "$audit" ] || return 1
-  [ "$(cat "$dir/registry" 2>/dev/null)" = "$registry" ] || return 1
+  [ "$(cat "$dir/registry" 2>/dev/null || echo 0)" = "$registry" ] || return 1
   [ "$(kc get --raw /readyz 2>/dev/null)" = ok ] || return 1
   kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -qx True
 }
