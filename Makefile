@@ -207,7 +207,7 @@ preview: build ## Tell, writing nothing, what the charts would do to every relea
 
 .PHONY: image
 image: $(OCI) ## Build the operator image from the Dockerfile with Go only (no container engine) into bin/images/operator; prints its digest.
-	$(OCI) build --file Dockerfile --context . --build-arg VERSION=$(VERSION) --out $(IMAGES)/operator
+	$(PROGRESS) "operator image" 5m $(OCI) build --file Dockerfile --context . --build-arg VERSION=$(VERSION) --out $(IMAGES)/operator
 
 .PHONY: image-push
 image-push: image ## Push the operator image to IMG (any registry; REGISTRY_CA adds a CA to trust); prints IMG by digest.
@@ -359,7 +359,7 @@ OLM_MODULE := github.com/operator-framework/operator-lifecycle-manager
 OLM_VERSION := $(shell awk '$$1 == "$(OLM_MODULE)" {print $$2} $$1 == "require" && $$2 == "$(OLM_MODULE)" {print $$3}' hack/tools/olm/go.mod)
 $(OLM_BIN)/.stamp: hack/tools/olm/go.mod hack/tools/olm/go.sum $(HELM)
 	rm -rf $(OLM_BIN) && mkdir -p $(OLM_BIN)
-	cd hack/tools/olm && CGO_ENABLED=0 $(PROGRESS) "OLM $(OLM_VERSION): olm and catalog operators" 6m go build -tags json1 \
+	cd hack/tools/olm && CGO_ENABLED=0 $(PROGRESS) "OLM $(OLM_VERSION): olm and catalog operators" 10m go build -tags json1 \
 	  -ldflags "-X $(OLM_MODULE)/pkg/version.OLMVersion=$(OLM_VERSION)" -o $(OLM_BIN)/ $(OLM_MODULE)/cmd/olm $(OLM_MODULE)/cmd/catalog
 	cd hack/tools/olm && dir=$$(go list -m -f '{{.Dir}}' $(OLM_MODULE)) && for f in $$dir/deploy/chart/crds/*.yaml; do echo ---; cat $$f; echo; done > $(OLM_BIN)/crds.yaml && \
 	  $(HELM) template olm $$dir/deploy/chart -f $$dir/deploy/upstream/values.yaml > $(OLM_BIN)/olm.yaml

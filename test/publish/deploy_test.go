@@ -36,7 +36,7 @@ func makeIn(t *testing.T, images string, args ...string) string {
 // image-push and returns the reference by digest it printed.
 func pushOperator(t *testing.T, version string) string {
 	t.Helper()
-	ref := lastLine(makeIn(t, t.TempDir(), "image-push", "VERSION="+version, "IMG="+registry+"/myproxy-operator:v"+version))
+	ref := printed(makeIn(t, t.TempDir(), "image-push", "VERSION="+version, "IMG="+registry+"/myproxy-operator:v"+version))
 	if !strings.HasPrefix(ref, registry+"/myproxy-operator@sha256:") {
 		t.Fatalf("make image-push printed %q, want the image by digest", ref)
 	}

@@ -27,7 +27,7 @@ func TestImageIsReproducibleAndWhatTheDockerfileSays(t *testing.T) {
 		for _, target := range targets {
 			out := harness.Run(t, nil, "make", append([]string{"-s", "--no-print-directory", "-C", clone, "OCI=" + oci(t)}, target...)...)
 			name := target[len(target)-1]
-			digests[name] = append(digests[name], lastLine(out))
+			digests[name] = append(digests[name], printed(out))
 		}
 	}
 	for name, d := range digests {

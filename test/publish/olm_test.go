@@ -48,7 +48,7 @@ func publish(t *testing.T, version string) release {
 	operator := pushOperator(t, version)
 	staged := t.TempDir()
 	makeIn(t, images, "render-bundle", "BUNDLE_CONTEXT="+staged, "VERSION="+version, "IMG="+operator)
-	bundle := lastLine(makeIn(t, images, "bundle-push", "BUNDLE_CONTEXT="+staged, "BUNDLE_IMG="+registry+"/myproxy-operator-bundle:v"+version))
+	bundle := printed(makeIn(t, images, "bundle-push", "BUNDLE_CONTEXT="+staged, "BUNDLE_IMG="+registry+"/myproxy-operator-bundle:v"+version))
 	if !strings.Contains(bundle, "@sha256:") {
 		t.Fatalf("make bundle-push printed %q", bundle)
 	}
@@ -67,7 +67,7 @@ func pushCatalog(t *testing.T, releases ...release) string {
 	}
 	staged := t.TempDir()
 	makeIn(t, t.TempDir(), "catalog", "CATALOG_CONTEXT="+staged, "CATALOG_BUNDLES="+strings.Join(bundles, " "))
-	return lastLine(makeIn(t, t.TempDir(), "catalog-push", "CATALOG_CONTEXT="+staged, "CATALOG_IMG="+registry+"/"+catalogName+":latest"))
+	return printed(makeIn(t, t.TempDir(), "catalog-push", "CATALOG_CONTEXT="+staged, "CATALOG_IMG="+registry+"/"+catalogName+":latest"))
 }
 
 // serveCatalog runs the catalog's registry as its Pod would: opm serving the catalog image's

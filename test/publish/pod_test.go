@@ -62,10 +62,16 @@ func export(t *testing.T, image string) string {
 	return dir
 }
 
-// lastLine is what a make target that prints a digest or a reference printed last.
-func lastLine(out string) string {
+// printed is the digest, or the reference by digest, that a make target printed last (its
+// output also holds what the build says of its progress).
+func printed(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.Contains(l, "sha256:") && !strings.Contains(l, " ") {
+			return l
+		}
+	}
+	return ""
 }
 
 // container is one container of a Pod, to be run as its kubelet would run it.
