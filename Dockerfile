@@ -13,6 +13,12 @@ RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags="-s -w" -o myproxy-oper
 # working directory is where the binary looks for ./watches.yaml and the chart paths it names;
 # Helm's cache and config go to the /tmp emptyDir that config/manager mounts.
 FROM scratch
+# VERSION is the Makefile's (make image and make docker-build pass it).
+ARG VERSION
+LABEL org.opencontainers.image.title="myproxy-operator" \
+      org.opencontainers.image.description="Runs nginx reverse proxies from MyProxy resources, one Helm release each" \
+      org.opencontainers.image.source="https://github.com/example/myproxy-operator" \
+      org.opencontainers.image.version="${VERSION}"
 WORKDIR /opt/myproxy-operator
 COPY --from=builder /workspace/myproxy-operator /usr/local/bin/myproxy-operator
 COPY watches.yaml watches.yaml

@@ -17,7 +17,14 @@ ROOT := $(CURDIR)
 BIN := $(ROOT)/bin
 CLUSTER_BIN ?= $(BIN)/cluster
 CLUSTER_DIR ?= $(BIN)/local-cluster
-export CLUSTER_BIN CLUSTER_DIR
+# The project's OCI tool (hack/oci): builds images from the Dockerfiles without a container
+# engine, pushes and reads them, and serves the local cluster's registry (CLUSTER_REGISTRY=1).
+OCI ?= $(BIN)/oci
+# Where make image, bundle-build and catalog-build write their images (OCI layouts).
+IMAGES ?= $(BIN)/images
+# OLM (v0): its olm and catalog operators and install manifests, for make test-publish.
+OLM_BIN ?= $(BIN)/olm
+export CLUSTER_BIN CLUSTER_DIR OCI
 
 HELM ?= $(BIN)/helm
 KUSTOMIZE ?= $(BIN)/kustomize
@@ -45,6 +52,15 @@ CATALOG_IMG ?= $(IMAGE_REPO)-catalog:v$(VERSION)
 CHANNELS ?= alpha
 DEFAULT_CHANNEL ?= alpha
 BUNDLE_METADATA_OPTS ?= --channels=$(CHANNELS) --default-channel=$(DEFAULT_CHANNEL)
+# Where render-bundle writes bundle/ and bundle.Dockerfile and bundle-build reads them, and where
+# make catalog writes catalog/ and catalog-build reads it: the repository, unless a release is
+# staged elsewhere.
+BUNDLE_CONTEXT ?= .
+CATALOG_CONTEXT ?= .
+# The bundles make catalog puts in its channel, oldest first, each upgrading the one before:
+# DIR=IMAGE, a bundle directory and the image it was pushed as (DIR= carries the bundle's objects
+# inline, with no image to pull).
+CATALOG_BUNDLES ?= $(BUNDLE_CONTEXT)/bundle=$(BUNDLE_IMG)
 KUBECTL ?= kubectl
 OPERATOR := $(BIN)/myproxy-operator
 
@@ -91,16 +107,20 @@ vet: ## Run go vet.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) $(HELM) ## Run golangci-lint (.golangci.yml) and helm lint.
 	$(GOLANGCI_LINT) run ./...
+	cd hack/oci && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 	$(HELM) lint --strict helm-charts/myproxy
 	$(HELM) lint --strict examples/staticsite
 
 # The unit tests run in parallel (they start no server), which also compiles every package's
-# dependencies on all cores; the tests under test/ start control planes, one package at a time.
+# dependencies on all cores; the tests under test/ start control planes, one package at a time;
+# test/publish runs last, through make test-publish.
 .PHONY: test
-test: lint vulncheck tools olm-tools cluster-build ## Run lint, the vulnerability check and every test: unit, chart, monitoring, envtest integration, control plane and end to end.
+test: lint vulncheck tools olm-tools cluster-build ## Run lint, the vulnerability check and every test: unit, chart, monitoring, envtest integration, control plane, end to end and publishing.
 	GOVULNCHECK=$(GOVULNCHECK) VULNDB=$(VULNDB) go test -count=1 -timeout 10m $(GOTEST_FLAGS) ./cmd/... ./internal/... ./bench/... ./hack/...
+	cd hack/oci && go test -count=1 $(GOTEST_FLAGS) ./...
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
-	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) ./test/...
+	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) $$(go list ./test/... | grep -v /test/publish)
+	$(MAKE) --no-print-directory test-publish
 
 # The packages this project ships: the operator binary and the manifests generator chart authors run.
 VULNCHECK_PACKAGES := ./cmd/... ./hack/manifests/...
@@ -151,6 +171,7 @@ bench-restart: build cluster-build ## Measure restarts over a converged fleet, w
 .PHONY: test-unit
 test-unit: ## Run the unit tests only (no control plane).
 	go test -count=1 -short $(GOTEST_FLAGS) ./internal/... ./cmd/... ./bench/...
+	cd hack/oci && go test -count=1 $(GOTEST_FLAGS) ./...
 
 .PHONY: test-integration
 test-integration: tools olm-tools cluster-build ## Run the envtest integration tests and the chart, manifest and monitoring checks.
@@ -161,6 +182,14 @@ test-integration: tools olm-tools cluster-build ## Run the envtest integration t
 test-e2e: $(HELM) $(KUSTOMIZE) cluster-build ## Run the end-to-end tests on a local cluster of their own (make deploy, kubectl, kwok Pods).
 	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) \
 	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/e2e/... ./test/cluster/...
+
+# test/publish runs on a cluster of its own with a registry and an audit log: the images built
+# and pushed with Go only, make deploy of the pushed image, and OLM installing, upgrading and
+# removing the bundle from a catalog.
+.PHONY: test-publish
+test-publish: $(KUSTOMIZE) $(OPERATOR_SDK) $(OPM) $(OCI) $(OLM_BIN)/.stamp cluster-build ## Run the publishing tests: make image (reproducible, as the Dockerfile says), make deploy of the pushed image, an OLM install, upgrade and removal from a catalog.
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) OCI=$(OCI) OLM_BIN=$(OLM_BIN) \
+	  go test -count=1 -timeout 25m $(GOTEST_FLAGS) ./test/publish/...
 
 ##@ Build
 
@@ -176,9 +205,17 @@ run: build ## Run the operator against the cluster of $KUBECONFIG (or the local 
 preview: build ## Tell, writing nothing, what the charts would do to every release in the cluster of $KUBECONFIG (CHART_DIR=a new chart; PREVIEW_ARGS='-o json --diff'); exit status 1 if an upgrade would fail.
 	$(call use-cluster) $(OPERATOR) preview --watches-file=watches.yaml $(if $(CHART_DIR),--chart-dir=$(CHART_DIR)) $(PREVIEW_ARGS)
 
+.PHONY: image
+image: $(OCI) ## Build the operator image from the Dockerfile with Go only (no container engine) into bin/images/operator; prints its digest.
+	$(PROGRESS) "operator image" 5m $(OCI) build --file Dockerfile --context . --build-arg VERSION=$(VERSION) --out $(IMAGES)/operator
+
+.PHONY: image-push
+image-push: image ## Push the operator image to IMG (any registry; REGISTRY_CA adds a CA to trust); prints IMG by digest.
+	$(OCI) push $(IMAGES)/operator $(IMG)
+
 .PHONY: docker-build
-docker-build: ## Build the operator image (needs a container engine).
-	docker build -t $(IMG) .
+docker-build: ## Build the operator image with a container engine.
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: docker-push
 docker-push: ## Push the operator image.
@@ -213,8 +250,14 @@ undeploy: $(KUSTOMIZE) ## Uninstall every MyProxy's release, then remove everyth
 .PHONY: bundle
 bundle: manifests $(KUSTOMIZE) $(OPERATOR_SDK) ## Generate the OLM bundle (bundle/, bundle.Dockerfile) and validate it.
 	$(OPERATOR_SDK) generate kustomize manifests -q --interactive=false
-	$(MAKE) -s --no-print-directory render-manifests | $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS)
-	$(OPERATOR_SDK) bundle validate ./bundle --select-optional suite=operatorframework
+	$(MAKE) -s --no-print-directory render-bundle
+
+# operator-sdk writes bundle.Dockerfile into its working directory, and reads PROJECT there.
+.PHONY: render-bundle
+render-bundle: $(KUSTOMIZE) $(OPERATOR_SDK) ## Write the bundle of config/manifests as it stands, for IMG and VERSION, into BUNDLE_CONTEXT (bundle/, bundle.Dockerfile) and validate it.
+	@mkdir -p $(BUNDLE_CONTEXT) && { [ "$(abspath $(BUNDLE_CONTEXT))" = "$(ROOT)" ] || cp PROJECT $(BUNDLE_CONTEXT)/; }
+	$(MAKE) -s --no-print-directory render-manifests | (cd $(BUNDLE_CONTEXT) && $(OPERATOR_SDK) generate bundle -q --overwrite --version $(VERSION) $(BUNDLE_METADATA_OPTS) >/dev/null)
+	$(OPERATOR_SDK) bundle validate $(BUNDLE_CONTEXT)/bundle --select-optional suite=operatorframework
 
 .PHONY: render-manifests
 render-manifests: $(KUSTOMIZE) ## Print config/manifests with IMG set (the input of generate bundle).
@@ -229,12 +272,24 @@ render-default: $(KUSTOMIZE) ## Print config/default with IMG set (what deploy a
 	@$(call render,config/default)
 
 .PHONY: catalog
-catalog: $(OPM) ## Render a file-based catalog of the bundle into catalog/ and validate it with opm.
-	hack/catalog.sh "$(OPM)" "$(BUNDLE_IMG)" "$(DEFAULT_CHANNEL)" "$(VERSION)"
+catalog: $(OPM) ## Render a file-based catalog of CATALOG_BUNDLES (one channel, DEFAULT_CHANNEL) into CATALOG_CONTEXT/catalog and validate it with opm.
+	hack/catalog.sh "$(OPM)" "$(CATALOG_CONTEXT)/catalog" "$(DEFAULT_CHANNEL)" $(CATALOG_BUNDLES)
 
 .PHONY: bundle-build
-bundle-build: ## Build the bundle image (needs a container engine).
-	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+bundle-build: $(OCI) ## Build the bundle image from BUNDLE_CONTEXT (bundle.Dockerfile, bundle/) with Go only into bin/images/bundle; prints its digest.
+	$(OCI) build --file $(BUNDLE_CONTEXT)/bundle.Dockerfile --context $(BUNDLE_CONTEXT) --out $(IMAGES)/bundle
+
+.PHONY: bundle-push
+bundle-push: bundle-build ## Push the bundle image to BUNDLE_IMG; prints it by digest.
+	$(OCI) push $(IMAGES)/bundle $(BUNDLE_IMG)
+
+.PHONY: catalog-build
+catalog-build: $(OCI) ## Build the catalog image (catalog.Dockerfile, CATALOG_CONTEXT/catalog) with Go only into bin/images/catalog; prints its digest.
+	$(OCI) build --file catalog.Dockerfile --context $(CATALOG_CONTEXT) --out $(IMAGES)/catalog
+
+.PHONY: catalog-push
+catalog-push: catalog-build ## Push the catalog image to CATALOG_IMG; prints it by digest.
+	$(OCI) push $(IMAGES)/catalog $(CATALOG_IMG)
 
 ##@ Local cluster
 
@@ -243,7 +298,7 @@ cluster-build: ## Build the control-plane binaries into bin/cluster (only what i
 	hack/cluster/build.sh
 
 .PHONY: cluster-up
-cluster-up: ## Start the local control plane (reuses a running one); CLUSTER_AUDIT=1 records an audit log.
+cluster-up: $(if $(filter 1,$(CLUSTER_REGISTRY)),$(OCI)) ## Start the local control plane (reuses a running one); CLUSTER_AUDIT=1 records an audit log, CLUSTER_REGISTRY=1 adds an image registry.
 	hack/cluster/cluster.sh up
 
 .PHONY: cluster-down
@@ -251,11 +306,11 @@ cluster-down: ## Stop the local control plane.
 	hack/cluster/cluster.sh down
 
 .PHONY: cluster-env
-cluster-env: ## Print the export line that points kubectl at the local cluster.
+cluster-env: ## Print the export line that points kubectl (and, with a registry, REGISTRY and REGISTRY_CA) at the local cluster.
 	@hack/cluster/cluster.sh env
 
 .PHONY: demo
-demo: $(HELM) $(KUSTOMIZE) build ## Start the local cluster (unless KUBECONFIG is set), run the operator and the samples.
+demo: $(HELM) $(KUSTOMIZE) $(OCI) build ## Start the local cluster with its registry (unless KUBECONFIG is set), run the operator and the samples.
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR=$(OPERATOR) hack/demo.sh
 
 ##@ Tools
@@ -289,6 +344,29 @@ $(VULNDB): $(GOVULNCHECK)
 
 .PHONY: olm-tools
 olm-tools: $(OPERATOR_SDK) $(OPM) ## Build operator-sdk and opm from hack/tools/operator-sdk/go.mod into bin/.
+
+$(OCI): hack/oci/go.mod hack/oci/go.sum $(wildcard hack/oci/*.go)
+	cd hack/oci && $(PROGRESS) oci 1m go build -o $(OCI) .
+
+.PHONY: oci
+oci: $(OCI) ## Build bin/oci (hack/oci): images without a container engine, pushes, inspection, the local registry.
+
+# OLM v0 as its own manifests deploy it: the olm and catalog operators (static, as in OLM's
+# images), its CRDs, and its Helm chart rendered with the upstream values (namespaces, RBAC, the
+# operators' Deployments) beside them. A stamp records the build: it is redone when
+# hack/tools/olm/go.mod or go.sum changes.
+OLM_MODULE := github.com/operator-framework/operator-lifecycle-manager
+OLM_VERSION := $(shell awk '$$1 == "$(OLM_MODULE)" {print $$2} $$1 == "require" && $$2 == "$(OLM_MODULE)" {print $$3}' hack/tools/olm/go.mod)
+$(OLM_BIN)/.stamp: hack/tools/olm/go.mod hack/tools/olm/go.sum $(HELM)
+	rm -rf $(OLM_BIN) && mkdir -p $(OLM_BIN)
+	cd hack/tools/olm && CGO_ENABLED=0 $(PROGRESS) "OLM $(OLM_VERSION): olm and catalog operators" 10m go build -tags json1 \
+	  -ldflags "-X $(OLM_MODULE)/pkg/version.OLMVersion=$(OLM_VERSION)" -o $(OLM_BIN)/ $(OLM_MODULE)/cmd/olm $(OLM_MODULE)/cmd/catalog
+	cd hack/tools/olm && dir=$$(go list -m -f '{{.Dir}}' $(OLM_MODULE)) && for f in $$dir/deploy/chart/crds/*.yaml; do echo ---; cat $$f; echo; done > $(OLM_BIN)/crds.yaml && \
+	  $(HELM) template olm $$dir/deploy/chart -f $$dir/deploy/upstream/values.yaml > $(OLM_BIN)/olm.yaml
+	touch $@
+
+.PHONY: olm
+olm: $(OLM_BIN)/.stamp ## Build OLM v0 (olm and catalog operators, its install manifests) from hack/tools/olm/go.mod into bin/olm.
 
 # operator-sdk needs the containers_image_openpgp tag (no cgo gpgme), and its version stamped:
 # the bundle records which operator-sdk built it.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make demo: one command from a fresh clone to running proxies.
-# Starts the local cluster unless KUBECONFIG points at one, installs the CRD, runs the operator,
-# applies config/samples (with a self-signed certificate for the TLS sample), waits until the
-# first sample is Deployed and its Deployment Available, prints what runs, and keeps the
-# operator running until Ctrl-C, which stops what the demo started.
+# Starts the local cluster (with its image registry) unless KUBECONFIG points at one, installs the
+# CRD, runs the operator, applies config/samples (with a self-signed certificate for the TLS
+# sample), waits until the first sample is Deployed and its Deployment Available, prints what
+# runs, and keeps the operator running until Ctrl-C, which stops what the demo started.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +15,7 @@ mkdir -p "$state"
 started_cluster=0
 if [ -z "${KUBECONFIG:-}" ]; then
   echo "demo: waiting for the local cluster (built from Go modules on first use: each component says how far it is)"
+  export CLUSTER_REGISTRY=1
   hack/cluster/cluster.sh status || { hack/cluster/cluster.sh up; started_cluster=1; }
   eval "$(hack/cluster/cluster.sh env)"
 fi
@@ -71,4 +72,11 @@ The operator runs until Ctrl-C. In another terminal:
   kubectl patch myproxy/$sample --type=merge -p '{"spec":{"image":"docker.io/nginxinc/nginx-unprivileged:1.27.4"}}'
   kubectl describe myproxy/$sample     # Events: Installed, Upgraded...
 EOF
+if [ -n "${REGISTRY:-}" ]; then
+  cat <<EOF
+The cluster's registry takes the operator's image, built without a container engine:
+  export REGISTRY=$REGISTRY REGISTRY_CA=$REGISTRY_CA
+  make image-push IMG=\$REGISTRY/myproxy-operator:dev     # prints the image by digest, for make deploy IMG=...
+EOF
+fi
 wait "$operator_pid"

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # A local Kubernetes control plane from binaries built by hack/cluster/build.sh:
 # etcd, kube-apiserver (RBAC, default admission plugins incl. PodSecurity), kube-controller-manager,
-# kube-scheduler and kwok, which makes a fake Node Ready and its Pods Running without a kubelet.
+# kube-scheduler and kwok, which makes a fake Node Ready and its Pods Running without a kubelet;
+# and, when asked, an image registry (hack/oci) that serves HTTPS with a certificate of the
+# cluster's CA.
 #
 #   cluster.sh up      start (or reuse a healthy running) cluster, wait until usable, exit
 #   cluster.sh down    stop exactly the processes "up" started (by recorded PID)
-#   cluster.sh env     print "export KUBECONFIG=..."
+#   cluster.sh env     print "export KUBECONFIG=..." (and REGISTRY, REGISTRY_CA with a registry)
 #   cluster.sh status  exit 0 when the cluster is running and ready
 #
 # Environment:
 #   CLUSTER_DIR        state: certificates, kubeconfig, data, logs, PIDs (default bin/local-cluster)
 #   CLUSTER_BIN        binaries (default bin/cluster)
 #   CLUSTER_PORT_BASE  first of the ports used (default 20400): etcd +1/+2, apiserver +43,
-#                      controller-manager +57, scheduler +59, kwok +80
+#                      controller-manager +57, scheduler +59, kwok +80, registry +90
 #                      Keep it below the kernel's ephemeral range (usually 32768-60999), where
 #                      outgoing connections take their local ports and could hold one of ours.
 #   CLUSTER_AUDIT=1    record an apiserver audit log (Metadata level) in $CLUSTER_DIR/logs/audit.log
+#   CLUSTER_REGISTRY=1 also run an image registry on 127.0.0.1 (blobs in $CLUSTER_DIR/images;
+#                      tags and manifests in memory: a new start is empty), from $OCI (bin/oci)
 #   CLUSTER_NO_GC=1    run no garbage collector: what is deleted is deleted by its owner's
 #                      controller, not through owner references (the benchmark's leftover count)
 set -euo pipefail
@@ -26,6 +30,8 @@ dir=${CLUSTER_DIR:-$root/bin/local-cluster}
 bin=${CLUSTER_BIN:-$root/bin/cluster}
 base=${CLUSTER_PORT_BASE:-20400}
 audit=${CLUSTER_AUDIT:-0}
+registry=${CLUSTER_REGISTRY:-0}
+oci=${OCI:-$root/bin/oci}
 controllers='*,-node-ipam-controller,-node-lifecycle-controller,-service-lb-controller,-cloud-node-lifecycle-controller'
 [ "${CLUSTER_NO_GC:-0}" = 1 ] && controllers="$controllers,-garbage-collector-controller"
 
@@ -35,26 +41,34 @@ api_port=$((base + 43))
 kcm_port=$((base + 57))
 sched_port=$((base + 59))
 kwok_port=$((base + 80))
+registry_port=$((base + 90))
 
 pki=$dir/pki
 logs=$dir/logs
 pids=$dir/pids
 kubeconfig=$dir/kubeconfig
 node=kwok-node-0
-# Components are stopped in this order; started in reverse.
-components=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
+# Components are stopped in this order; started in reverse. The registry runs only when asked.
+components=(registry kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
 
 log() { echo "cluster: $*" >&2; }
 
 kc() { kubectl --kubeconfig "$kubeconfig" "$@"; }
 
-# alive NAME: the recorded process of NAME runs, and is ours (guards against PID reuse).
+# binary NAME: the program component NAME runs.
+binary() {
+  if [ "$1" = registry ]; then echo "$oci"; else echo "$bin/$1"; fi
+}
+
+# alive NAME: the recorded process of NAME runs, and is ours (guards against PID reuse): its
+# command line names its binary, or for the registry, this cluster's registry port.
 alive() {
-  local pidfile=$pids/$1.pid pid
+  local pidfile=$pids/$1.pid pid mark="$bin/$1"
+  [ "$1" = registry ] && mark="registry --addr=127.0.0.1:$registry_port"
   [ -f "$pidfile" ] || return 1
   pid=$(cat "$pidfile")
   [ -d "/proc/$pid" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$bin/$1" || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$mark" || return 1
 }
 
 fail() {
@@ -72,7 +86,7 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # start NAME ARGS...: run $bin/NAME detached in its own session, log and PID under $dir.
 start() {
   local name=$1; shift
-  setsid "$bin/$name" "$@" >>"$logs/$name.log" 2>&1 </dev/null &
+  setsid "$(binary "$name")" "$@" >>"$logs/$name.log" 2>&1 </dev/null &
   echo $! > "$pids/$name.pid"
 }
 
@@ -88,8 +102,12 @@ wait_until() {
 }
 
 ready() {
-  for c in "${components[@]}"; do alive "$c" || return 1; done
+  for c in "${components[@]}"; do
+    [ "$c" != registry ] || [ "$registry" = 1 ] || continue
+    alive "$c" || return 1
+  done
   [ "$(cat "$dir/audit" 2>/dev/null)" = "$audit" ] || return 1
+  [ "$(cat "$dir/registry" 2>/dev/null || echo 0)" = "$registry" ] || return 1
   [ "$(kc get --raw /readyz 2>/dev/null)" = ok ] || return 1
   kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -qx True
 }
@@ -114,6 +132,20 @@ gen_pki() {
       -extfile admin.ext -out admin.crt 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+}
+
+# The registry's serving certificate, signed by the cluster's CA (made on first use, so that a
+# cluster started before without a registry gets one too).
+gen_registry_cert() {
+  [ -f "$pki/registry.crt" ] && return 0
+  (
+    cd "$pki"
+    openssl req -newkey rsa:2048 -nodes -keyout registry.key -out registry.csr \
+      -subj "/CN=local-registry" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > registry.ext
+    openssl x509 -req -in registry.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile registry.ext -out registry.crt 2>/dev/null
   )
 }
 
@@ -150,18 +182,28 @@ EOF
 
 up() {
   if ready; then
-    log "already running: export KUBECONFIG=$kubeconfig"
+    log "already running: $(env_line)"
     return 0
   fi
   down quiet
   "$here/build.sh"
   mkdir -p "$logs" "$pids" "$dir/etcd"
-  for p in $etcd_port $etcd_peer_port $api_port $kcm_port $sched_port $kwok_port; do
+  local ports=($etcd_port $etcd_peer_port $api_port $kcm_port $sched_port $kwok_port)
+  [ "$registry" = 1 ] && ports+=($registry_port)
+  for p in "${ports[@]}"; do
     port_free "$p" || { log "port $p is in use; set CLUSTER_PORT_BASE to another range"; exit 1; }
   done
   gen_pki
   write_kubeconfig
   echo "$audit" > "$dir/audit"
+  echo "$registry" > "$dir/registry"
+  if [ "$registry" = 1 ]; then
+    [ -x "$oci" ] || { log "$oci is missing: make oci builds it"; exit 1; }
+    gen_registry_cert
+    start registry registry --addr="127.0.0.1:$registry_port" --dir="$dir/images" \
+      --tls-cert="$pki/registry.crt" --tls-key="$pki/registry.key"
+    wait_until registry 30 curl -fsS --cacert "$pki/ca.crt" "https://127.0.0.1:$registry_port/v2/"
+  fi
 
   start etcd --name local --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -212,7 +254,16 @@ up() {
   kc taint node "$node" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   # Namespaces need their default ServiceAccount before Pods can be created in them.
   wait_until kube-controller-manager 60 kc get serviceaccount default -n default
-  log "ready: export KUBECONFIG=$kubeconfig"
+  log "ready: $(env_line)"
+}
+
+# env_line: what points kubectl, and image pushes, at this cluster.
+env_line() {
+  if [ "$(cat "$dir/registry" 2>/dev/null)" = 1 ]; then
+    echo "export KUBECONFIG=$kubeconfig REGISTRY=127.0.0.1:$registry_port REGISTRY_CA=$pki/ca.crt"
+  else
+    echo "export KUBECONFIG=$kubeconfig"
+  fi
 }
 
 # The one fake node holds every Pod of the largest fleet `make bench` runs (N=10000, its lookup
@@ -256,7 +307,7 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  env) echo "export KUBECONFIG=$kubeconfig" ;;
+  env) env_line ;;
   status) ready ;;
   *) echo "usage: $0 up|down|env|status" >&2; exit 2 ;;
 esac

@@ -110,8 +110,8 @@ func TestDeployAsServiceAccount(t *testing.T) {
 func refusedNothingSince(t *testing.T, from time.Time) {
 	t.Helper()
 	sa := "system:serviceaccount:" + systemNamespace + ":" + managerSA
-	_, refused := auditedPermissions(t, filepath.Join(clusterDir, "logs", "audit.log"), sa, from)
-	for _, p := range sortedPermissions(refused) {
+	_, refused := harness.AuditedPermissions(t, filepath.Join(clusterDir, "logs", "audit.log"), sa, from)
+	for _, p := range harness.SortedPermissions(refused) {
 		t.Errorf("refused to %s: %s", managerSA, p)
 	}
 }

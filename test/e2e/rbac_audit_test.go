@@ -1,16 +1,11 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,17 +22,10 @@ import (
 	"github.com/example/myproxy-operator/test/harness"
 )
 
-// permission is one verb on one resource (with its subresource) of an API group.
-type permission struct{ group, resource, verb string }
-
-func (p permission) String() string {
-	return fmt.Sprintf("%s %s (group %q)", p.verb, p.resource, p.group)
-}
-
 // notRequested are permissions the operator needs that no request of its own exercises:
 // the apiserver checks them while admitting another request.
-var notRequested = map[permission]string{
-	{"gateway.example.com", "myproxies/finalizers", "update"}: "the OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift) " +
+var notRequested = map[harness.Permission]string{
+	{Group: "gateway.example.com", Resource: "myproxies/finalizers", Verb: "update"}: "the OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift) " +
 		"requires it to set blockOwnerDeletion in the owner references of release objects",
 }
 
@@ -135,19 +123,19 @@ func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 	op.Stop(t)
 
 	sa := "system:serviceaccount:" + systemNamespace + ":" + managerSA
-	used, refused := auditedPermissions(t, filepath.Join(clusterDir, "logs", "audit.log"), sa, from)
+	used, refused := harness.AuditedPermissions(t, filepath.Join(clusterDir, "logs", "audit.log"), sa, from)
 	granted := grantedTo(t, systemNamespace, managerSA)
-	for _, p := range sortedPermissions(refused) {
+	for _, p := range harness.SortedPermissions(refused) {
 		t.Errorf("refused: %s", p)
 	}
-	for _, p := range sortedPermissions(used) {
+	for _, p := range harness.SortedPermissions(used) {
 		if !granted[p] {
 			t.Errorf("used but not granted: %s", p)
 		}
 	}
-	for _, p := range sortedPermissions(granted) {
+	for _, p := range harness.SortedPermissions(granted) {
 		if !used[p] {
-			if p.verb == "list" && used[permission{group: p.group, resource: p.resource, verb: "watch"}] {
+			if p.Verb == "list" && used[harness.Permission{Group: p.Group, Resource: p.Resource, Verb: "watch"}] {
 				// client-go's informers open with a watch-list stream where the apiserver serves
 				// one (as here), and list when it does not.
 				continue
@@ -170,66 +158,8 @@ func waitJSONPath(t *testing.T, ns, obj, path, want string) {
 	})
 }
 
-// auditedPermissions reads the apiserver's audit log (JSON lines) for the requests user made
-// (itself or impersonated) since from: the permissions used, and those refused.
-func auditedPermissions(t *testing.T, path, user string, from time.Time) (used, refused map[permission]bool) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	used, refused = map[permission]bool{}, map[permission]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e struct {
-			Stage            string    `json:"stage"`
-			Verb             string    `json:"verb"`
-			RequestReceived  time.Time `json:"requestReceivedTimestamp"`
-			User             struct{ Username string }
-			ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
-			ObjectRef        *struct {
-				APIGroup    string `json:"apiGroup"`
-				Resource    string `json:"resource"`
-				Subresource string `json:"subresource"`
-			} `json:"objectRef"`
-			Annotations map[string]string `json:"annotations"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit log: %v", err)
-		}
-		who := e.User.Username
-		if e.ImpersonatedUser != nil {
-			who = e.ImpersonatedUser.Username
-		}
-		if who != user || e.ObjectRef == nil || e.RequestReceived.Before(from) || e.Stage != "ResponseComplete" {
-			continue // discovery (no object) is every authenticated user's
-		}
-		resource := e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			resource += "/" + e.ObjectRef.Subresource
-		}
-		p := permission{group: e.ObjectRef.APIGroup, resource: resource, verb: e.Verb}
-		// The authorizer's decision, not the response code: a create in a namespace being
-		// deleted is also answered 403.
-		if e.Annotations["authorization.k8s.io/decision"] == "forbid" {
-			refused[p] = true
-			continue
-		}
-		used[p] = true
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(used) == 0 {
-		t.Fatalf("no request of %s in the audit log", user)
-	}
-	return used, refused
-}
-
 // grantedTo expands the rules of every role that config/default binds to the ServiceAccount.
-func grantedTo(t *testing.T, namespace, sa string) map[permission]bool {
+func grantedTo(t *testing.T, namespace, sa string) map[harness.Permission]bool {
 	t.Helper()
 	objs := map[string]unstructured.Unstructured{}
 	var bindings []unstructured.Unstructured
@@ -246,7 +176,7 @@ func grantedTo(t *testing.T, namespace, sa string) map[permission]bool {
 			bindings = append(bindings, u)
 		}
 	}
-	granted := map[permission]bool{}
+	granted := map[harness.Permission]bool{}
 	for _, b := range bindings {
 		var binding rbacv1.RoleBinding // ClusterRoleBinding has the same fields
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.Object, &binding); err != nil {
@@ -269,22 +199,13 @@ func grantedTo(t *testing.T, namespace, sa string) map[permission]bool {
 			for _, g := range rule.APIGroups {
 				for _, res := range rule.Resources {
 					for _, v := range rule.Verbs {
-						granted[permission{group: g, resource: res, verb: v}] = true
+						granted[harness.Permission{Group: g, Resource: res, Verb: v}] = true
 					}
 				}
 			}
 		}
 	}
 	return granted
-}
-
-func sortedPermissions(set map[permission]bool) []permission {
-	out := make([]permission, 0, len(set))
-	for p := range set {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
 }
 
 func yamlToObject(doc string, out *map[string]any) error { return yaml.Unmarshal([]byte(doc), out) }

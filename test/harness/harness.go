@@ -113,6 +113,34 @@ func startProcessIn(t testing.TB, dir, bin string, args []string, env ...string)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	return start(t, cmd)
+}
+
+// Container is a program run as a container runtime would run it, without one: chrooted into
+// Root (an image's filesystem), as UID:GID, in Dir, with exactly Env. It shares the host's
+// network and processes.
+type Container struct {
+	Root     string
+	Dir      string
+	UID, GID uint32
+	Argv     []string
+	Env      []string
+}
+
+// StartContainer runs c (as root may: chroot and the change of user need it) as StartProcess
+// runs a program: stopped when the test ends, its log printed if the test failed.
+func StartContainer(t testing.TB, c Container) *Operator {
+	t.Helper()
+	// Argv[0] and Dir are paths inside Root: the child changes root, then directory, then runs it.
+	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: c.Root, Credential: &syscall.Credential{Uid: c.UID, Gid: c.GID}}
+	return start(t, cmd)
+}
+
+func start(t testing.TB, cmd *exec.Cmd) *Operator {
+	t.Helper()
 	o := &Operator{cmd: cmd, log: &SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = o.log, o.log
 	if err := cmd.Start(); err != nil {

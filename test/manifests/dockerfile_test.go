@@ -13,37 +13,17 @@ import (
 	"github.com/example/myproxy-operator/test/harness"
 )
 
-type instruction struct{ op, args string }
-
-func dockerfile(t *testing.T) []instruction {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []instruction
-	for _, line := range strings.Split(string(raw), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		op, args, _ := strings.Cut(line, " ")
-		out = append(out, instruction{strings.ToUpper(op), strings.TrimSpace(args)})
-	}
-	return out
-}
-
-// No container engine runs here, so this checks what can be checked without one: pinned base
-// images, COPY sources that exist and are not excluded, and a final stage whose entrypoint,
-// working directory and user match what the binary reads.
+// Without a container engine, this checks the Dockerfile itself: pinned base images, COPY
+// sources that exist and are not excluded, and a final stage whose entrypoint, working directory
+// and user match what the binary reads. test/publish builds the image it describes.
 func TestDockerfile(t *testing.T) {
-	steps := dockerfile(t)
+	steps := harness.Dockerfile(t, filepath.Join(harness.RepoRoot(), "Dockerfile"))
 	ignored := dockerignored(t)
 	var workdir, entrypoint, user string
 	copied := map[string]string{} // destination (absolute) -> source
 	stages := 0
 	for _, s := range steps {
-		if s.op == "FROM" {
+		if s.Op == "FROM" {
 			stages++
 		}
 	}
@@ -51,18 +31,18 @@ func TestDockerfile(t *testing.T) {
 	pinned := regexp.MustCompile(`^(scratch|\S+:\d+\.\d+\.\d+\S*|\S+@sha256:[a-f0-9]{64})( AS \w+)?$`)
 	final, stage := false, 0
 	for _, s := range steps {
-		switch s.op {
+		switch s.Op {
 		case "FROM":
 			stage++
 			final = stage == stages
-			if !pinned.MatchString(s.args) {
-				t.Errorf("FROM %s: base image not pinned to a patch version or digest", s.args)
+			if !pinned.MatchString(s.Args) {
+				t.Errorf("FROM %s: base image not pinned to a patch version or digest", s.Args)
 			}
 			workdir = "/"
 		case "WORKDIR":
-			workdir = path.Join(workdir, s.args)
+			workdir = path.Join(workdir, s.Args)
 		case "COPY":
-			fields := strings.Fields(s.args)
+			fields := strings.Fields(s.Args)
 			fromStage := strings.HasPrefix(fields[0], "--from=")
 			if fromStage {
 				fields = fields[1:]
@@ -85,10 +65,10 @@ func TestDockerfile(t *testing.T) {
 				}
 			}
 		case "ENTRYPOINT":
-			entrypoint = s.args
+			entrypoint = s.Args
 		case "USER":
 			if final {
-				user = s.args
+				user = s.Args
 			}
 		}
 	}
