@@ -29,7 +29,7 @@ import (
 // both its past and its future, so that fields the chart does not set stay with whoever set
 // them); a release applied server-side is applied again, taking the changed fields back. Every
 // object it writes carries the release's ownership metadata, as Helm writes it. An object
-// whose drift is nothing is not written.
+// whose drift is nothing is not written, nor one another release owns (helmconfig.Guard).
 func (r *reconcile) correctDrift(rel *release.Release) error {
 	objs, err := r.cfg.KubeClient.Build(strings.NewReader(rel.Manifest), false)
 	if err != nil {
@@ -43,6 +43,7 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		if err := helmconfig.SetOwnership(expected.Object, rel.Name, rel.Namespace); err != nil {
 			return err
 		}
+		defer helmconfig.Lock(kube.ResourceList{expected})() // no other release takes it meanwhile
 		helper := resource.NewHelper(expected.Client, expected.Mapping).WithFieldManager(helmconfig.FieldManager)
 		live, err := helper.Get(expected.Namespace, expected.Name)
 		switch {

@@ -4,8 +4,7 @@
 // Manager, every other one by New from a Side; docs/architecture.md has a row for each, which a
 // test keeps equal to the code.
 //
-// The event filters (eventfilter.go) and the operator's own writes they tell apart
-// (ownwrites.go) are here too.
+// The event filters (eventfilter.go) are here too.
 //
 // A change to what the operator holds in memory, or to which events wake a reconcile, belongs
 // here: a new cache is a Side (and a row of the table), a new kind in the manager's cache falls in

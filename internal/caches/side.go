@@ -42,7 +42,7 @@ func New(mgr manager.Manager, namespaces map[string]cache.Config, s Side) (cache
 // The side caches, each a row of docs/architecture.md's table.
 var (
 	// ReleaseRecords holds Helm's release records, whose events tell of records deleted, corrupted
-	// or written by hand, and whose index answers whether a release has any (package releasestore).
+	// or written by hand, and whose index answers whether a release has any (helmconfig.Records).
 	ReleaseRecords = Side{Name: "release records", Transform: IdentityAndLinks,
 		Label: labels.SelectorFromSet(labels.Set{names.RecordOwnerLabel: names.RecordOwnerHelm})}
 
@@ -52,7 +52,7 @@ var (
 	SecretMetadata = Side{Name: "Secret metadata", Transform: Identity,
 		Label: mustParse(names.RecordOwnerLabel + "!=" + names.RecordOwnerHelm)}
 
-	// Lookups holds the objects renderings looked up (package renderinputs), and the cluster's
+	// Lookups holds the objects renderings looked up (actionclient.Lookups), and the cluster's
 	// APIServices (the API watch).
 	Lookups = Side{Name: "lookups", Transform: Identity}
 )

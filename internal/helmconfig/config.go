@@ -150,7 +150,7 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	kc := kube.New(&restGetter{config: as, mapper: c.mapper, discovery: c.discovery, namespace: ns})
 	kc.Namespace = ns
 	kc.SetLogger(handler)
-	wrapped := &kubeClient{Client: kc, configs: c, releaseNS: ns}
+	wrapped := &kubeClient{Client: kc, configs: c, release: obj.GetName(), releaseNS: ns}
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.records,
 		absences: !deleting, pooled: c.pooled, seen: map[string]seenAs{}, checkNew: wrapped.confineHooks}

@@ -2,14 +2,18 @@ package helmconfig
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
 	sdkhandler "github.com/operator-framework/operator-lib/handler"
 	"helm.sh/helm/v4/pkg/kube"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,12 +28,13 @@ import (
 )
 
 // kubeClient is Helm's own client, which labels every object it builds as a release object
-// (names.ManagedLabel) and builds nothing outside the custom resource's reach. Embedding the
-// concrete type keeps every optional interface Helm looks for (waiters with options...).
+// (names.ManagedLabel), builds nothing outside the custom resource's reach, and never creates,
+// updates or deletes an object another release owns. Embedding the concrete type keeps every
+// optional interface Helm looks for (waiters with options...).
 type kubeClient struct {
 	*kube.Client
-	configs   *Configs
-	releaseNS string
+	configs            *Configs
+	release, releaseNS string
 }
 
 // Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
@@ -96,6 +101,39 @@ func (c *kubeClient) confineHooks(rls *rspb.Release) error {
 		}
 	}
 	return nil
+}
+
+// Create implements kube.Interface: it creates nothing another release owns.
+func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
+	var res *kube.Result
+	return res, Guard(objs, c.release, c.releaseNS, func() (err error) {
+		res, err = c.Client.Create(objs, opts...)
+		return err
+	})
+}
+
+// Update implements kube.Interface: of the objects it creates (those original has not), none
+// may be another release's.
+func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	res := &kube.Result{}
+	return res, Guard(target.Difference(original), c.release, c.releaseNS, func() (err error) {
+		res, err = c.Client.Update(original, target, opts...)
+		return err
+	})
+}
+
+// Delete implements kube.Interface: it leaves the objects another release owns as they are (a
+// failed install's manifest names objects it never created).
+func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	defer Lock(objs)()
+	mine := objs.Filter(func(info *resource.Info) bool {
+		var owned *OwnedError
+		return !errors.As(ownedOrAbsent(info, c.release, c.releaseNS), &owned)
+	})
+	if len(mine) == 0 {
+		return &kube.Result{}, nil
+	}
+	return c.Client.Delete(mine, policy)
 }
 
 // IsReachable answers Helm's check before every action from the capabilities: the apiserver
@@ -208,4 +246,81 @@ type OwnedError struct{ Release, Namespace string }
 func (e *OwnedError) Error() string {
 	return fmt.Sprintf("belongs to release %s of namespace %s (annotations %s, %s), and is left as it is",
 		e.Release, e.Namespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
+}
+
+// Guard runs write, which creates or sets back objs for release rls of namespace, unless one of
+// them exists and belongs to another release: then nothing is written, and the error names the
+// object and its owner. Within this process the check and the write of an object are one step:
+// two releases that render the same object, written at the same moment, never both take it.
+func Guard(objs kube.ResourceList, rls, namespace string, write func() error) error {
+	defer Lock(objs)()
+	for _, info := range objs {
+		if err := ownedOrAbsent(info, rls, namespace); err != nil {
+			return err
+		}
+	}
+	return write()
+}
+
+// ownedOrAbsent reads the object of info: nil when it does not exist or rls of namespace owns
+// it, else why not.
+func ownedOrAbsent(info *resource.Info, rls, namespace string) error {
+	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("could not get %s %q: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
+	}
+	if err := Owns(live, rls, namespace); err != nil {
+		return fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, err)
+	}
+	return nil
+}
+
+// writing holds a lock per object that this process's releases are checking or writing.
+var writing = struct {
+	sync.Mutex
+	held map[string]*objectLock
+}{held: map[string]*objectLock{}}
+
+type objectLock struct {
+	sync.Mutex
+	users int // holding or waiting
+}
+
+// Lock locks the objects of objs against the writes of other releases of this process, in one
+// order whoever asks (no two callers wait for each other), and returns what unlocks them.
+func Lock(objs kube.ResourceList) (unlock func()) {
+	keys := make([]string, 0, len(objs))
+	for _, info := range objs {
+		if info.Mapping != nil {
+			keys = append(keys, info.Mapping.GroupVersionKind.GroupKind().String()+"/"+info.Namespace+"/"+info.Name)
+		}
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	locks := make([]*objectLock, len(keys))
+	writing.Lock()
+	for i, k := range keys {
+		if writing.held[k] == nil {
+			writing.held[k] = &objectLock{}
+		}
+		locks[i] = writing.held[k]
+		locks[i].users++
+	}
+	writing.Unlock()
+	for _, l := range locks {
+		l.Lock()
+	}
+	return func() {
+		writing.Lock()
+		defer writing.Unlock()
+		for i, l := range locks {
+			l.Unlock()
+			if l.users--; l.users == 0 {
+				delete(writing.held, keys[i])
+			}
+		}
+	}
 }
