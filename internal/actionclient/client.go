@@ -92,9 +92,10 @@ type Configs interface {
 // and what each reconcile's client shares.
 type Client struct {
 	o Options
-	// translated hands the values a reconcile's client built to the reconciler's value
-	// translator, which the reconciler calls with the same object, later in the reconcile.
-	translated handOver
+	// translated hands the values a reconcile's client built (a translation) to the
+	// reconciler's value translator, which the reconciler calls with the same object pointer,
+	// later in the reconcile, whenever the resource is not being deleted.
+	translated sync.Map
 }
 
 // New returns the action client of a kind.
@@ -166,7 +167,7 @@ func (c *Client) begin(ctx context.Context, obj *unstructured.Unstructured) (*re
 		return nil, r.refusal()
 	}
 	if !r.state.Deleting {
-		c.translated.give(obj, r.vals, r.err)
+		c.translated.Store(obj, translation{vals: r.vals, err: r.err})
 	}
 	return r, nil
 }
@@ -329,16 +330,12 @@ func (r *reconcile) install(o actionOptions) (*release.Release, error) {
 	if err := r.carryOut(ActionInstall, Install); err != nil {
 		return nil, err
 	}
-	rec := r.c.o.Digests.recording(r, 1) // an install is always revision 1
+	labels := r.c.o.Digests.recording(r, 1) // an install is always revision 1
 	start := time.Now()
 	rel, err := during(r, func() (*release.Release, error) {
-		i := action.NewInstall(r.cfg)
-		i.ReleaseName, i.Namespace = r.obj.GetName(), r.obj.GetNamespace()
+		i := r.newInstall()
 		i.DisableHooks, i.Description = o.DisableHooks, o.Description
-		r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
-		i.ForceConflicts = true // objects it adopts (its record was lost) take the chart's fields
-		i.SkipCRDs = true       // a chart's crds/ are installed with the kind (make install), never by a tenant's release
-		i.Labels = rec.labels(nil)
+		i.Labels = labels
 		out, err := i.Run(copyChart(r.c.o.Chart), r.vals)
 		rel, _ := asRelease(out)
 		if err != nil && rel != nil {
@@ -351,7 +348,7 @@ func (r *reconcile) install(o actionOptions) (*release.Release, error) {
 		return rel, err
 	})
 	r.report(Outcome{Action: ActionInstall, Result: rel, Err: err}, start)
-	r.c.o.Digests.rendered(r, rec, rel, err)
+	r.c.o.Digests.rendered(r, rel, err)
 	r.current = false
 	if r.c.o.Waves != nil {
 		// An install renders the chart at hand: nothing for a rollout to hold back. The first
@@ -369,13 +366,13 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 	if r.decision.Step == Hold {
 		return nil, ErrHeld
 	}
-	rec := r.c.o.Digests.recording(r, r.cur.Version+1) // Helm's next revision follows the last, which was read
+	labels := r.c.o.Digests.recording(r, r.cur.Version+1) // Helm's next revision follows the last, which was read
 	start := time.Now()
 	rel, err := during(r, func() (*release.Release, error) {
 		u := r.newUpgrade()
 		u.DisableHooks, u.Description = o.DisableHooks, o.Description
 		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
-		u.Labels = rec.labels(nil)
+		u.Labels = labels
 		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
 		rel, _ := asRelease(out)
 		if err != nil && rel != nil {
@@ -388,12 +385,22 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 		return rel, err
 	})
 	r.report(Outcome{Action: ActionUpgrade, Result: rel, Err: err}, start)
-	r.c.o.Digests.rendered(r, rec, rel, err)
+	r.c.o.Digests.rendered(r, rel, err)
 	r.current = false
 	if r.c.o.Waves != nil {
 		r.c.o.Waves.Upgraded(r.obj, err)
 	}
 	return rel, err
+}
+
+// newInstall is the install of the release, as the install and a preview run it.
+func (r *reconcile) newInstall() *action.Install {
+	i := action.NewInstall(r.cfg)
+	i.ReleaseName, i.Namespace = r.obj.GetName(), r.obj.GetNamespace()
+	r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
+	i.ForceConflicts = true // objects it adopts (its record was lost) take the chart's fields
+	i.SkipCRDs = true       // a chart's crds/ are installed with the kind (make install), never by a tenant's release
+	return i
 }
 
 // newUpgrade is the upgrade of the release, as the check and the upgrade run it.
@@ -476,9 +483,8 @@ func (c *Client) Render(ctx context.Context, obj *unstructured.Unstructured) (Re
 	if r.cur != nil {
 		out.Rendered, err = r.dryRun()
 	} else {
-		i := action.NewInstall(r.cfg)
-		i.ReleaseName, i.Namespace, i.DryRunStrategy = obj.GetName(), obj.GetNamespace(), r.dryRunStrategy()
-		r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
+		i := r.newInstall()
+		i.DryRunStrategy = r.dryRunStrategy()
 		var rel any
 		rel, err = i.Run(copyChart(c.o.Chart), r.vals)
 		out.Rendered, _ = asRelease(rel)
@@ -726,24 +732,8 @@ func (w SoleWriter) why(since time.Time) (string, error) {
 		"abandoned once pending for --unlock-pending-after %s (now %s)", w.PendingAfter, age.Round(time.Second))
 }
 
-// handOver is a value per custom resource object, given by one party and taken once by another.
-type handOver struct{ m sync.Map }
-
 // translation is what the values of a custom resource came to.
 type translation struct {
 	vals map[string]any
 	err  error
-}
-
-func (h *handOver) give(obj *unstructured.Unstructured, vals map[string]any, err error) {
-	h.m.Store(obj, translation{vals: vals, err: err})
-}
-
-// take returns what was given for obj, and whether anything was.
-func (h *handOver) take(obj *unstructured.Unstructured) (translation, bool) {
-	v, ok := h.m.LoadAndDelete(obj)
-	if !ok {
-		return translation{}, false
-	}
-	return v.(translation), true
 }

@@ -166,15 +166,12 @@ func (d *Digests) prove(r *reconcile, reads []helmconfig.Read) *release.Release 
 	return &rel
 }
 
-// recording is what one install or upgrade records: its digests and what its rendering reads.
-type recording struct {
-	dg       digests
-	revision int
-	reads    *helmconfig.Recorder
-}
-
-// recording starts recording what an action's rendering reads; nil without digests.
-func (d *Digests) recording(r *reconcile, revision int) *recording {
+// recording starts recording what the rendering of an install or upgrade of revision reads,
+// and returns the labels the revision is written with (nil without digests). The count of
+// lookups follows the rendering: Helm keeps the labels map in the release it renders
+// (install), or reads it after rendering (upgrade), and stores the record after rendering
+// either way.
+func (d *Digests) recording(r *reconcile, revision int) map[string]string {
 	if d == nil {
 		return nil
 	}
@@ -183,33 +180,22 @@ func (d *Digests) recording(r *reconcile, revision int) *recording {
 		return nil
 	}
 	r.reads.Start()
-	return &recording{dg: r.dg, revision: revision, reads: r.reads}
-}
-
-// labels returns the labels of the revision the action writes (nil without digests). The count
-// of lookups follows the rendering: Helm keeps the labels map in the release it renders
-// (install), or reads it after rendering (upgrade), and stores the record after rendering
-// either way.
-func (rec *recording) labels(labels map[string]string) map[string]string {
-	if rec == nil {
-		return labels
-	}
-	out := mergeLabels(labels, digestLabels(rec.dg, 0, rec.revision))
-	rec.reads.OnRead(func(n int) { out[LookupsLabel] = strconv.Itoa(n) })
-	return out
+	labels := digestLabels(r.dg, 0, revision)
+	r.reads.OnRead(func(n int) { labels[LookupsLabel] = strconv.Itoa(n) })
+	return labels
 }
 
 // rendered remembers what an install or upgrade rendered from.
-func (d *Digests) rendered(r *reconcile, rec *recording, rel *release.Release, err error) {
-	if d == nil || rec == nil {
+func (d *Digests) rendered(r *reconcile, rel *release.Release, err error) {
+	if d == nil || !r.digested {
 		return
 	}
-	rec.reads.OnRead(nil)
+	r.reads.OnRead(nil)
 	if err != nil || rel == nil {
 		d.known.Delete(r.key)
 		return
 	}
-	d.remember(r, rel.Version, rec.reads.Reads())
+	d.remember(r, rel.Version, r.reads.Reads())
 }
 
 // ChartDigest is the digest of a chart and of the rendering code, as releases rendered from them

@@ -6,11 +6,9 @@ package actionclient
 // translator returns Helm 3's values. Everything else runs on Helm 4.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/go-logr/logr"
 	helmclient "github.com/operator-framework/helm-operator-plugins/pkg/client"
@@ -69,11 +67,11 @@ func (c *Client) ActionClientFor(ctx context.Context, obj client.Object) (helmcl
 // for the same object when the reconcile began.
 func (c *Client) Translator() values.Translator {
 	return values.TranslatorFunc(func(_ context.Context, obj *unstructured.Unstructured) (v3chartutil.Values, error) {
-		t, ok := c.translated.take(obj)
+		t, ok := c.translated.LoadAndDelete(obj)
 		if !ok {
 			return nil, fmt.Errorf("no reconcile of %s/%s began: its values were not built", obj.GetNamespace(), obj.GetName())
 		}
-		return t.vals, t.err
+		return t.(translation).vals, t.(translation).err
 	})
 }
 
@@ -90,20 +88,10 @@ func (r *reconcile) Get(name string, _ ...helmclient.GetOption) (*v3release.Rele
 	return v3(r.get(name))
 }
 
-// History implements helmclient.ActionInterface: the revisions of release name, newest first.
-func (r *reconcile) History(name string, _ ...helmclient.HistoryOption) ([]*v3release.Release, error) {
-	rels, err := during(r, func() ([]*v3release.Release, error) {
-		all, err := r.cfg.Releases.History(name)
-		var out []*v3release.Release
-		for _, one := range all {
-			rel, cerr := asRelease(one)
-			err = cmp.Or(err, cerr)
-			out = append(out, toV3(rel))
-		}
-		return out, err
-	})
-	slices.SortFunc(rels, func(a, b *v3release.Release) int { return b.Version - a.Version })
-	return rels, v3err(err)
+// History implements helmclient.ActionInterface. The reconciler never asks for it, and a
+// reconcile reads only the release's last revision.
+func (r *reconcile) History(string, ...helmclient.HistoryOption) ([]*v3release.Release, error) {
+	return nil, errors.New("the action client serves no release history")
 }
 
 // Install implements helmclient.ActionInterface; the chart is the kind's (Options.Chart).

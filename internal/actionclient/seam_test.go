@@ -106,10 +106,6 @@ func TestTheReconcilersOptionsAreTheActionsOptions(t *testing.T) {
 		h.last(t).Info.Description != "again" {
 		t.Errorf("upgrade: %v, description %q", err, h.last(t).Info.Description)
 	}
-	history, err := ac.History("p")
-	if err != nil || len(history) != 2 || history[0].Version != 2 {
-		t.Errorf("history: %v, %d revisions", err, len(history))
-	}
 }
 
 // The values the reconciler coalesces and hands over are those the reconcile's client built

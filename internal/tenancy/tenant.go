@@ -60,15 +60,6 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Impersonating returns, for helm-operator-plugins' ClientRestConfigMapper, the operator's REST
-// config acting as the ServiceAccount name of the custom resource's namespace. The apiserver
-// adds the ServiceAccount's groups (system:serviceaccounts and that of its namespace).
-func Impersonating(name string) func(context.Context, client.Object, *rest.Config) (*rest.Config, error) {
-	return func(_ context.Context, obj client.Object, base *rest.Config) (*rest.Config, error) {
-		return As(base, obj.GetNamespace(), name), nil
-	}
-}
-
 // As is base acting as the ServiceAccount name of namespace.
 func As(base *rest.Config, namespace, name string) *rest.Config {
 	cfg := rest.CopyConfig(base)

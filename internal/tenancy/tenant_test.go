@@ -16,13 +16,9 @@ import (
 
 // Helm's client acts as the ServiceAccount of the custom resource's own namespace, and the
 // operator's config is left as it was (the caches keep the operator's identity).
-func TestImpersonatingActsAsTheNamespacesServiceAccount(t *testing.T) {
+func TestAsActsAsTheNamespacesServiceAccount(t *testing.T) {
 	base := &rest.Config{Host: "https://apiserver", BearerToken: "operator"}
-	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge"}}
-	cfg, err := Impersonating("deployer")(context.Background(), obj, base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := As(base, "team", "deployer")
 	if got, want := cfg.Impersonate.UserName, "system:serviceaccount:team:deployer"; got != want {
 		t.Errorf("impersonates %q, want %q", got, want)
 	}
