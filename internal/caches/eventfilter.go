@@ -145,37 +145,35 @@ type filteringInformer struct {
 }
 
 func (i *filteringInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandler(filteredHandler{h, i.filter})
+	return i.Informer.AddEventHandler(i.filter.around(h))
 }
 
 func (i *filteringInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithResyncPeriod(filteredHandler{h, i.filter}, resync)
+	return i.Informer.AddEventHandlerWithResyncPeriod(i.filter.around(h), resync)
 }
 
 func (i *filteringInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, opts toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithOptions(filteredHandler{h, i.filter}, opts)
+	return i.Informer.AddEventHandlerWithOptions(i.filter.around(h), opts)
 }
 
-type filteredHandler struct {
-	toolscache.ResourceEventHandler
-	filter Filter
-}
-
-func (h filteredHandler) OnAdd(obj any, isInInitialList bool) {
-	if h.filter.Add == nil || h.filter.Add(obj) {
-		h.ResourceEventHandler.OnAdd(obj, isInInitialList)
-	}
-}
-
-func (h filteredHandler) OnUpdate(oldObj, newObj any) {
-	if h.filter.Update == nil || h.filter.Update(oldObj, newObj) {
-		h.ResourceEventHandler.OnUpdate(oldObj, newObj)
-	}
-}
-
-func (h filteredHandler) OnDelete(obj any) {
-	if h.filter.Delete == nil || h.filter.Delete(obj) {
-		h.ResourceEventHandler.OnDelete(obj)
+// around returns h, called only for the events f lets through.
+func (f Filter) around(h toolscache.ResourceEventHandler) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if f.Add == nil || f.Add(obj) {
+				h.OnAdd(obj, isInInitialList)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if f.Update == nil || f.Update(oldObj, newObj) {
+				h.OnUpdate(oldObj, newObj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if f.Delete == nil || f.Delete(obj) {
+				h.OnDelete(obj)
+			}
+		},
 	}
 }
 

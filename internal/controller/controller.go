@@ -247,8 +247,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithGroupVersionKind(w.GroupVersionKind),
 		// Its status writes keep and bring up to date the fields the status Reconciler owns
 		// (status.PluginWrites), and its finalizer is stored under operator-sdk's name
-		// (finalizername.go).
-		reconciler.WithClient(finalizerNames(status.PluginWrites(mgr.GetClient(), mgr.GetCache(), gvk, statusReconciler), gvk)),
+		// (reconcilerclient.go).
+		reconciler.WithClient(reconcilerClient(mgr.GetClient(), gvk, status.PluginWrites{Cached: mgr.GetCache(), GVK: gvk, Fill: statusReconciler})),
 		// The action client renders the kind's chart with Helm 4; the reconciler holds its metadata.
 		reconciler.WithChart(actionclient.ReconcilerChart(w.Chart)),
 		// The action client sets them into the values; the reconciler validates them and reports

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/kube"
@@ -72,17 +73,7 @@ type Configs struct {
 	learn     discovery.DiscoveryInterface       // asked for the server version and API groups
 	secrets   corev1client.CoreV1Interface       // the release records, as the operator
 	now       func() time.Time
-
-	// Settings of the kind's releases.
-	managed string         // the managed label value of every release object
-	reach   tenancy.Policy // what a release may touch beyond its namespace
-	records *Records
-	pooled  bool // fast path record-encoding
-	// account, when not "", is the ServiceAccount Helm acts as; accounts says whether the custom
-	// resource's namespace has it, recorder reports a release let go because it is gone.
-	account  string
-	accounts *tenancy.Accounts
-	recorder record.EventRecorder
+	Settings
 
 	mu        sync.Mutex
 	caps      *common.Capabilities // learnt at capsAt: the apiserver answered then
@@ -122,8 +113,7 @@ func New(cfg *rest.Config, mapper meta.RESTMapper, s Settings) (*Configs, error)
 		return nil, fmt.Errorf("creating the Secrets client for release records: %w", err)
 	}
 	return &Configs{base: cfg, mapper: mapper, discovery: memory.NewMemCacheClient(learn), learn: learn, secrets: secrets,
-		now: time.Now, managed: s.Managed, reach: s.Reach, records: s.Records, pooled: s.Pooled,
-		account: s.Account, accounts: s.Accounts, recorder: s.Recorder}, nil
+		now: time.Now, Settings: s}, nil
 }
 
 // For returns the configuration of obj's release, and what records the lookups of its
@@ -133,16 +123,16 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	deleting := obj.GetDeletionTimestamp() != nil
 	as := c.base
 	var gone *tenancy.MissingError
-	if c.account != "" {
+	if c.Account != "" {
 		// A missing ServiceAccount stops only the actions of a custom resource not being deleted.
-		if c.accounts != nil {
-			if err := c.accounts.Check(ctx, ns); err != nil && (!errors.As(err, &gone) || !deleting) {
+		if c.Accounts != nil {
+			if err := c.Accounts.Check(ctx, ns); err != nil && (!errors.As(err, &gone) || !deleting) {
 				return nil, nil, err
 			}
 		}
-		as = tenancy.As(c.base, ns, c.account)
+		as = tenancy.As(c.base, ns, c.Account)
 	}
-	caps, err := c.capabilities()
+	caps, err := c.Capabilities()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,17 +142,17 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	kc.SetLogger(handler)
 	wrapped := &kubeClient{Client: kc, configs: c, release: obj.GetName(), releaseNS: ns}
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
-	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.records,
-		absences: !deleting, pooled: c.pooled, seen: map[string]seenAs{}, checkNew: wrapped.confineHooks}
+	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.Records,
+		absences: !deleting, pooled: c.Pooled, seen: map[string]seenAs{}, checkNew: wrapped.confineHooks}
 	if gone != nil {
 		// Nothing may act for the tenant any more: the uninstall finds no release, the reconciler
 		// lets the custom resource go, and the garbage collector removes the release's objects and
 		// records through their owner references.
 		d = driver.NewMemory()
-		c.recorder.Eventf(obj, corev1.EventTypeWarning, tenancy.ReasonUninstallSkipped,
+		c.Recorder.Eventf(obj, corev1.EventTypeWarning, tenancy.ReasonUninstallSkipped,
 			"%v; the custom resource is deleted without an uninstall, and the garbage collector removes its release through owner references", gone)
 	}
-	reads := &Recorder{guard: lookupGuard(c.reach, ns, c.mapper)}
+	reads := &Recorder{guard: lookupGuard(c.Reach, ns, c.mapper)}
 	cfg := &action.Configuration{
 		// Helm's engine builds its lookup clients from this getter's config, which nothing else
 		// of an action reads objects with: the kube client keeps its own.
@@ -202,9 +192,6 @@ func lookupGuard(p tenancy.Policy, releaseNS string, mapper meta.RESTMapper) fun
 	}
 }
 
-// Capabilities returns what the kind's renderings see of the cluster, learnt within TTL.
-func (c *Configs) Capabilities() (*common.Capabilities, error) { return c.capabilities() }
-
 // Refresh learns the cluster's capabilities again now, and reports whether the API versions or
 // the Kubernetes version changed since the last Refresh (the first one reports no change). It
 // compares with what the last Refresh saw, not with what reconciles learnt in between after
@@ -226,7 +213,8 @@ func (c *Configs) Refresh() (bool, error) {
 	return changed, nil
 }
 
-func (c *Configs) capabilities() (*common.Capabilities, error) {
+// Capabilities returns what the kind's renderings see of the cluster, learnt within TTL.
+func (c *Configs) Capabilities() (*common.Capabilities, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.caps == nil || c.now().Sub(c.capsAt) >= TTL {
@@ -351,27 +339,19 @@ func (r *Recorder) add(rd Read) {
 // Transport is next, recording every object read through it and refusing, unsent, what the
 // guard refuses: the transport of a rendering's lookups.
 func (r *Recorder) Transport(next http.RoundTripper) http.RoundTripper {
-	return recording{next: next, reads: r}
-}
-
-// recording is the transport of lookups: a read the guard refuses is not sent.
-type recording struct {
-	next  http.RoundTripper
-	reads *Recorder
-}
-
-func (t recording) RoundTrip(req *http.Request) (*http.Response, error) {
-	rd, ok := ParsePath(req.URL.Path)
-	if ok && t.reads.guard != nil {
-		if err := t.reads.guard(rd); err != nil {
-			return nil, err
+	return promhttp.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		rd, ok := ParsePath(req.URL.Path)
+		if ok && r.guard != nil {
+			if err := r.guard(rd); err != nil {
+				return nil, err
+			}
 		}
-	}
-	resp, err := t.next.RoundTrip(req)
-	if err == nil && req.Method == http.MethodGet && ok { // !ok: discovery, which resources a group has
-		t.reads.add(rd)
-	}
-	return resp, err
+		resp, err := next.RoundTrip(req)
+		if err == nil && req.Method == http.MethodGet && ok { // !ok: discovery, which resources a group has
+			r.add(rd)
+		}
+		return resp, err
+	})
 }
 
 // ParsePath tells which object or list an apiserver path reads; false for discovery paths and

@@ -189,7 +189,7 @@ func TestBuiltObjectsAreConfined(t *testing.T) {
 			refused: "its scope is unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &kubeClient{configs: &Configs{reach: tc.policy}, releaseNS: "team"}
+			c := &kubeClient{configs: &Configs{Settings: Settings{Reach: tc.policy}}, releaseNS: "team"}
 			err := c.confine(tc.objs)
 			switch {
 			case tc.refused == "" && err != nil:

@@ -54,7 +54,7 @@ func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) 
 	if err := c.confine(objs); err != nil {
 		return nil, err
 	}
-	return objs, label(objs, c.configs.managed)
+	return objs, label(objs, c.configs.Managed)
 }
 
 // label sets the managed label (names.ManagedLabel) to value on every object of a list built by
@@ -86,7 +86,7 @@ func (c *kubeClient) confine(objs kube.ResourceList) error {
 		if !o.Namespaced {
 			o.Namespace = ""
 		}
-		if err := c.configs.reach.Write(c.releaseNS, o); err != nil {
+		if err := c.configs.Reach.Write(c.releaseNS, o); err != nil {
 			return err
 		}
 	}
@@ -139,7 +139,7 @@ func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropag
 // IsReachable answers Helm's check before every action from the capabilities: the apiserver
 // answered within TTL, or is asked again (Helm asks the same question, /version).
 func (c *kubeClient) IsReachable() error {
-	_, err := c.configs.capabilities()
+	_, err := c.configs.Capabilities()
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -130,13 +131,10 @@ func (s *Store) Get(key string) (release.Releaser, error) {
 	return rls, nil
 }
 
-// List implements driver.Driver.
-func (s *Store) List(filter func(release.Releaser) bool) ([]release.Releaser, error) {
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	rels, _, err := s.list(labels.Set{names.RecordOwnerLabel: names.RecordOwnerHelm})
-	return slices.DeleteFunc(rels, func(r release.Releaser) bool { return !filter(r) }), err
+// List implements driver.Driver. Only Helm's list action lists every release of a namespace,
+// and no action of a custom resource's release runs it.
+func (s *Store) List(func(release.Releaser) bool) ([]release.Releaser, error) {
+	return nil, errors.New("the store of a custom resource's release lists no other release")
 }
 
 // Query implements driver.Driver.

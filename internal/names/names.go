@@ -112,7 +112,7 @@ const (
 // The uninstall finalizer. helm-operator-plugins' reconciler works with ReconcilerFinalizer, a
 // name that is not domain-qualified (the apiserver warns about it); custom resources store
 // UninstallFinalizer instead, the name operator-sdk's helm-operator uses, so that resources
-// move between the two operators in either direction (finalizername.go).
+// move between the two operators in either direction (reconcilerclient.go).
 const (
 	UninstallFinalizer  = "helm.sdk.operatorframework.io/uninstall-release"
 	ReconcilerFinalizer = "uninstall-helm-release"

@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -102,22 +103,15 @@ func (f *Fence) Check() error {
 // WrapTransport fences the requests of a client that can write: use it as a rest.Config's
 // WrapTransport for every client of the manager but the leader election's own.
 func (f *Fence) WrapTransport(next http.RoundTripper) http.RoundTripper {
-	return &transport{next: next, fence: f}
-}
-
-type transport struct {
-	next  http.RoundTripper
-	fence *Fence
-}
-
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if writes(req) {
-		if err := t.fence.Check(); err != nil {
-			fencedWrites().Inc()
-			return nil, fmt.Errorf("refusing to write (%s %s): %w", req.Method, req.URL.Path, err)
+	return promhttp.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if writes(req) {
+			if err := f.Check(); err != nil {
+				fencedWrites().Inc()
+				return nil, fmt.Errorf("refusing to write (%s %s): %w", req.Method, req.URL.Path, err)
+			}
 		}
-	}
-	return t.next.RoundTrip(req)
+		return next.RoundTrip(req)
+	})
 }
 
 // writes tells whether a request may change the cluster.

@@ -1,7 +1,7 @@
 // Package preview tells, before a new chart or a new operator reaches a fleet, what it would do
 // to every release, and writes nothing. For each custom resource of each watched kind it builds
 // the values as the operator does (override values, the value translator and the checks of
-// kind.yaml), renders the chart through helm-operator-plugins' own action client as the
+// kind.yaml), renders the chart through the operator's own action client as the
 // reconciler's upgrade check does (a dry-run upgrade, with the cluster's capabilities and
 // lookups, the objects labelled and confined as the operator's are), and asks the apiserver for
 // a server-side dry run of every object that would be created, changed or deleted, and of

@@ -7,9 +7,9 @@ package status
 // (its own schema) and sends it with Update, so every other field (the chart's declared fields,
 // observedGeneration, Ready) would vanish from the resource until the Reconciler puts it back:
 // a reader of status.url would see it disappear on every upgrade. The plugins' reconciler takes
-// its client as an option (reconciler.WithClient); PluginWrites wraps it so that such an Update
-// carries those fields over, and, when it is given the Reconciler, brings them up to date in the
-// same write: the release was just installed or upgraded (the post hooks, which run before the
+// its client as an option (reconciler.WithClient), which the operator wraps (package
+// controller) so that PluginWrites prepares such an Update: it carries those fields over, and,
+// when it is given the Reconciler, brings them up to date in the same write: the release was just installed or upgraded (the post hooks, which run before the
 // updater writes, told the Reconciler its objects and generation), and the Reconciler would
 // otherwise patch the status a moment later for the same news. One write instead of two.
 //
@@ -42,64 +42,48 @@ type Filler interface {
 	Fill(ctx context.Context, u *unstructured.Unstructured)
 }
 
-// PluginWrites returns c, whose status Updates of gvk's objects keep the status fields the
-// updater does not own, as cached reads them, and then let fill (when not nil) bring them up to
-// date. They are carried over only from the cached object of the same resourceVersion as the one
-// written: an Update is refused unless the stored object is at that version, so the fields
+// PluginWrites prepares the status Updates of gvk's objects: they keep the status fields the
+// updater does not own, as cached reads them, and then fill (when not nil) brings them up to
+// date. They are carried over only from the cached object of the same resourceVersion as the
+// one written: an Update is refused unless the stored object is at that version, so the fields
 // carried over are exactly the stored ones. When the cache holds another version, only fill's
 // fields go out with the updater's (and the Reconciler restores the rest, as it would without
-// this client).
-func PluginWrites(c client.Client, cached client.Reader, gvk schema.GroupVersionKind, fill Filler) client.Client {
-	return &keeping{Client: c, cached: cached, gvk: gvk, fill: fill}
+// them).
+type PluginWrites struct {
+	Cached client.Reader
+	GVK    schema.GroupVersionKind
+	Fill   Filler
 }
 
-type keeping struct {
-	client.Client
-	cached client.Reader
-	gvk    schema.GroupVersionKind
-	fill   Filler
-}
-
-func (k *keeping) Status() client.SubResourceWriter {
-	return &statusWriter{SubResourceWriter: k.Client.Status(), k: k}
-}
-
-type statusWriter struct {
-	client.SubResourceWriter
-	k *keeping
-}
-
-func (w *statusWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+// Prepare makes obj, a status Update of the updater, what is sent, and reports whether it
+// changes the stored status: false when it would store exactly the status the cache holds at
+// obj's version.
+func (p PluginWrites) Prepare(ctx context.Context, obj client.Object) (changes bool) {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GroupVersionKind() != w.k.gvk {
-		return w.SubResourceWriter.Update(ctx, obj, opts...)
+	if !ok || u.GroupVersionKind() != p.GVK {
+		return true
 	}
 	unstructured.RemoveNestedField(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
-	cached := w.k.cachedAt(ctx, u)
+	cached := p.cachedAt(ctx, u)
 	if cached != nil {
 		carryOver(cached, u)
 	}
-	if w.k.fill != nil {
-		w.k.fill.Fill(ctx, u)
+	if p.Fill != nil {
+		p.Fill.Fill(ctx, u)
 	}
-	// Only a plain write of the stored status is known to change nothing: options (a dry run, a
-	// field manager) give the write another meaning, and it is sent as asked.
-	if cached != nil && sameStatus(cached, u) && len(opts) == 0 {
-		return nil
-	}
-	return w.SubResourceWriter.Update(ctx, obj, opts...)
+	return cached == nil || !sameStatus(cached, u)
 }
 
 // cachedAt returns the cached object of u's resourceVersion, or nil when the cache cannot answer
 // or holds another version. It is shared with the cache: only read it.
-func (k *keeping) cachedAt(ctx context.Context, u *unstructured.Unstructured) *unstructured.Unstructured {
+func (p PluginWrites) cachedAt(ctx context.Context, u *unstructured.Unstructured) *unstructured.Unstructured {
 	version := u.GetResourceVersion()
-	if version == "" {
+	if version == "" || p.Cached == nil {
 		return nil
 	}
 	cached := &unstructured.Unstructured{}
-	cached.SetGroupVersionKind(k.gvk)
-	if err := k.cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy); err != nil ||
+	cached.SetGroupVersionKind(p.GVK)
+	if err := p.Cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy); err != nil ||
 		cached.GetResourceVersion() != version {
 		return nil
 	}

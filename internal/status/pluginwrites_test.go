@@ -98,8 +98,7 @@ func sends(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Un
 func sendsFilled(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured, fill Filler) []map[string]any {
 	t.Helper()
 	s := &sent{}
-	c := PluginWrites(writer{status: s}, cachedAt{obj: cached}, pluginGVK, fill)
-	if err := c.Status().Update(context.Background(), obj); err != nil {
+	if err := pluginWrite(writer{status: s}, PluginWrites{Cached: cachedAt{obj: cached}, GVK: pluginGVK, Fill: fill}, obj); err != nil {
 		t.Fatal(err)
 	}
 	var out []map[string]any
@@ -108,6 +107,15 @@ func sendsFilled(t *testing.T, cached *unstructured.Unstructured, obj *unstructu
 		out = append(out, st)
 	}
 	return out
+}
+
+// pluginWrite is the updater's status Update of obj through the operator's client of the
+// reconciler (package controller): prepared, and sent when it changes the status.
+func pluginWrite(c client.Client, p PluginWrites, obj client.Object) error {
+	if !p.Prepare(context.Background(), obj) {
+		return nil
+	}
+	return c.Status().Update(context.Background(), obj)
 }
 
 func update(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured) map[string]any {

@@ -229,7 +229,7 @@ func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
 	written := getMyProxy(t, c, key)
 	written.Object["status"] = map[string]any{"conditions": []any{condition(names.ConditionDeployed)},
 		"deployedRelease": map[string]any{"name": "edge", "manifest": proxyManifest}}
-	if err := PluginWrites(c, c, myProxyGVK, r).Status().Update(context.Background(), written); err != nil {
+	if err := pluginWrite(c, PluginWrites{Cached: c, GVK: myProxyGVK, Fill: r}, written); err != nil {
 		t.Fatal(err)
 	}
 	got := getMyProxy(t, c, key)

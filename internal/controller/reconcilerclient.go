@@ -1,16 +1,17 @@
-// finalizerNames stores the uninstall finalizer under the name operator-sdk's
-// helm-operator uses, while helm-operator-plugins' reconciler keeps working with its own.
+// The client of helm-operator-plugins' reconciler. The reconciler takes its client as an option
+// (reconciler.WithClient); the operator wraps it, at that one boundary, for two reasons:
 //
-// The reconciler adds, checks and removes the finalizer "uninstall-helm-release", a name it
-// does not let a user choose; the apiserver warns that it is not domain-qualified, and the
-// stock operator-sdk helm-operator knows it not: a custom resource moved from one operator to
-// the other would keep a finalizer nobody removes and hang in Terminating. The reconciler takes
-// its client as an option; finalizerNames wraps it so that the name is translated at the boundary:
-// every object of the kind the reconciler reads or gets back from a write carries
-// names.ReconcilerFinalizer wherever the stored object has either name, and every object it
-// writes stores names.UninstallFinalizer. Both operators then guard the same releases with the
-// same finalizer, and a resource that still stores the old name is moved to the new one by
-// the next write of its finalizers.
+//   - the uninstall finalizer's name. The reconciler adds, checks and removes the finalizer
+//     "uninstall-helm-release", a name it does not let a user choose; the apiserver warns that it
+//     is not domain-qualified, and the stock operator-sdk helm-operator knows it not: a custom
+//     resource moved from one operator to the other would keep a finalizer nobody removes and
+//     hang in Terminating. So every object of the kind the reconciler reads or gets back from a
+//     write carries names.ReconcilerFinalizer wherever the stored object has either name, and
+//     every object it writes stores names.UninstallFinalizer. Both operators then guard the same
+//     releases with the same finalizer, and a resource that still stores the old name is moved to
+//     the new one by the next write of its finalizers;
+//   - the status the plugins' updater writes, which would drop every field it does not own and
+//     publish the release's manifest (status.PluginWrites says how each Update is prepared).
 
 package controller
 
@@ -22,16 +23,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/status"
 )
 
-// finalizerNames returns c, translating the uninstall finalizer of gvk's objects as the package says.
-func finalizerNames(c client.Client, gvk schema.GroupVersionKind) client.Client {
-	return &translating{Client: c, gvk: gvk}
+// reconcilerClient returns c as the reconciler's client of gvk's objects: their uninstall
+// finalizer translated, and their status Updates prepared by writes.
+func reconcilerClient(c client.Client, gvk schema.GroupVersionKind, writes status.PluginWrites) client.Client {
+	return &translating{Client: c, gvk: gvk, writes: writes}
 }
 
 type translating struct {
 	client.Client
-	gvk schema.GroupVersionKind
+	gvk    schema.GroupVersionKind
+	writes status.PluginWrites
 }
 
 // rename replaces every finalizer among from by to, once, in place of the first; obj is left
@@ -89,14 +93,22 @@ func (t *translating) Status() client.SubResourceWriter {
 	return &statusWriter{SubResourceWriter: t.Client.Status(), t: t}
 }
 
-// statusWriter translates what a status write returns: the stored object, finalizers included.
+// statusWriter prepares the updater's status Updates, and translates what a status write
+// returns: the stored object, finalizers included.
 type statusWriter struct {
 	client.SubResourceWriter
 	t *translating
 }
 
 func (w *statusWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	return w.t.around(obj, func() error { return w.SubResourceWriter.Update(ctx, obj, opts...) })
+	return w.t.around(obj, func() error {
+		// Only a plain write of the stored status is known to change nothing: options (a dry run,
+		// a field manager) give the write another meaning, and it is sent as asked.
+		if !w.t.writes.Prepare(ctx, obj) && len(opts) == 0 {
+			return nil
+		}
+		return w.SubResourceWriter.Update(ctx, obj, opts...)
+	})
 }
 
 func (w *statusWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {

@@ -9,8 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/status"
 )
 
 var gvk = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
@@ -27,7 +29,7 @@ func object(kind schema.GroupVersionKind, finalizers ...string) *unstructured.Un
 func finalizerSetup(t *testing.T, stored *unstructured.Unstructured) (client.Client, client.Client) {
 	t.Helper()
 	raw := fake.NewClientBuilder().WithObjects(stored).WithStatusSubresource(stored).Build()
-	return raw, finalizerNames(raw, stored.GroupVersionKind())
+	return raw, reconcilerClient(raw, stored.GroupVersionKind(), status.PluginWrites{Cached: raw, GVK: stored.GroupVersionKind()})
 }
 
 func get(t *testing.T, c client.Client, kind schema.GroupVersionKind) *unstructured.Unstructured {
@@ -99,8 +101,30 @@ func TestWritesStoreOperatorSDKsNameAndHandBackTheReconcilers(t *testing.T) {
 func TestOtherKindsAreLeftAlone(t *testing.T) {
 	other := schema.GroupVersionKind{Group: "web.example.com", Version: "v1", Kind: "Site"}
 	raw := fake.NewClientBuilder().WithObjects(object(other, names.UninstallFinalizer)).Build()
-	c := finalizerNames(raw, gvk)
+	c := reconcilerClient(raw, gvk, status.PluginWrites{Cached: raw, GVK: gvk})
 	if got := get(t, c, other).GetFinalizers(); !slices.Equal(got, []string{names.UninstallFinalizer}) {
 		t.Errorf("another kind read %v", got)
+	}
+}
+
+// The updater's status Update that would store the stored status is not sent; with options (a
+// dry run) it is sent as asked.
+func TestAnUnchangedStatusIsSentOnlyWithOptions(t *testing.T) {
+	stored := object(gvk, names.UninstallFinalizer)
+	stored.Object["status"] = map[string]any{"url": "http://edge"}
+	sent := 0
+	raw := fake.NewClientBuilder().WithObjects(stored).WithStatusSubresource(stored).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			sent++
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		}}).Build()
+	c := reconcilerClient(raw, gvk, status.PluginWrites{Cached: raw, GVK: gvk})
+	u := get(t, c, gvk)
+	delete(u.Object, "status") // the updater's write lacks the fields it does not own
+	if err := c.Status().Update(context.Background(), u); err != nil || sent != 0 {
+		t.Fatalf("plain write of the stored status: %v, %d sent, want none", err, sent)
+	}
+	if err := c.Status().Update(context.Background(), u, client.DryRunAll); err != nil || sent != 1 {
+		t.Errorf("dry-run write of the stored status: %v, %d sent, want 1", err, sent)
 	}
 }
