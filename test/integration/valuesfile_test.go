@@ -255,8 +255,10 @@ func rendered(t *testing.T, chartDir string, vals map[string]any) map[string]map
 }
 
 // manifestObjects parses the YAML documents of a manifest, each object without a namespace put
-// in namespace, as Helm's kube client builds it into the release's namespace (every kind these
-// charts render is namespaced).
+// in namespace. The operator's manifests name the release's namespace in every object (its
+// owner-reference post-renderer writes out the objects Helm's kube client built into that
+// namespace), where helm template prints what the templates write, no namespace in these charts;
+// every kind they render is namespaced.
 func manifestObjects(t *testing.T, manifest, namespace string) []map[string]any {
 	t.Helper()
 	var objs []map[string]any
@@ -411,8 +413,9 @@ func dotted(p string) []string {
 // apply --server-side (which stores the nulls; the stored spec and the translated values are the
 // spec as written) in a namespace of its own, under one operator running with the manager role
 // make manifests generates. The comparison is of objects, parsed from the release's manifest
-// and from helm template's output, less only what the operator adds to every release object
-// (operatorAdds); the release's objects in the cluster hold every field helm template renders.
+// and from helm template's output (each in the release's namespace: manifestObjects), less only
+// what the operator adds to every release object (operatorAdds); the release's objects in the
+// cluster hold every field helm template renders.
 // A client-side kubectl apply sends no null: kubectl removes them first.
 func TestTheOperatorInstallsWhatHelmTemplateRendersOfTheSpecAsAValuesFile(t *testing.T) {
 	ctx := context.Background()
