@@ -27,6 +27,10 @@ OLM_BIN ?= $(BIN)/olm
 export CLUSTER_BIN CLUSTER_DIR OCI
 
 HELM ?= $(BIN)/helm
+# The Helm 4 CLI, at the helm.sh/helm/v4 version the operator links: the tests compare what the
+# operator installs with its `helm template -f`. bin/helm (Helm 3) stays: tests make releases with
+# it that the operator takes over.
+HELM4 ?= $(BIN)/helm4
 KUSTOMIZE ?= $(BIN)/kustomize
 OPERATOR_SDK ?= $(BIN)/operator-sdk
 OPM ?= $(BIN)/opm
@@ -118,7 +122,7 @@ lint: $(GOLANGCI_LINT) $(HELM) ## Run golangci-lint (.golangci.yml) and helm lin
 test: lint vulncheck tools olm-tools cluster-build ## Run lint, the vulnerability check and every test: unit, chart, monitoring, envtest integration, control plane, end to end and publishing.
 	GOVULNCHECK=$(GOVULNCHECK) VULNDB=$(VULNDB) go test -count=1 -timeout 10m $(GOTEST_FLAGS) ./cmd/... ./internal/... ./bench/... ./hack/...
 	cd hack/oci && go test -count=1 $(GOTEST_FLAGS) ./...
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) HELM4=$(HELM4) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
 	  go test -count=1 -p 1 -timeout 25m $(GOTEST_FLAGS) $$(go list ./test/... | grep -v /test/publish)
 	$(MAKE) --no-print-directory test-publish
 
@@ -175,7 +179,7 @@ test-unit: ## Run the unit tests only (no control plane).
 
 .PHONY: test-integration
 test-integration: tools olm-tools cluster-build ## Run the envtest integration tests and the chart, manifest and monitoring checks.
-	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
+	KUBEBUILDER_ASSETS=$(CLUSTER_BIN) HELM=$(HELM) HELM4=$(HELM4) KUSTOMIZE=$(KUSTOMIZE) OPERATOR_SDK=$(OPERATOR_SDK) OPM=$(OPM) PROMTOOL=$(PROMTOOL) \
 	  go test -count=1 -p 1 -timeout 20m $(GOTEST_FLAGS) ./test/integration/... ./test/chaos/... ./test/manifests/... ./test/chart/... ./test/dataplane/... ./test/monitoring/...
 
 .PHONY: test-e2e
@@ -316,11 +320,20 @@ demo: $(HELM) $(KUSTOMIZE) $(OCI) build ## Start the local cluster with its regi
 ##@ Tools
 
 .PHONY: tools
-tools: $(HELM) $(KUSTOMIZE) $(GOLANGCI_LINT) $(PROMTOOL) ## Build helm, kustomize, golangci-lint and promtool from their go.mod files in hack/tools into bin/.
+tools: $(HELM) $(HELM4) $(KUSTOMIZE) $(GOLANGCI_LINT) $(PROMTOOL) ## Build helm (Helm 3), helm4, kustomize, golangci-lint and promtool from their go.mod files in hack/tools into bin/.
 
 $(HELM) $(KUSTOMIZE): hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(PROGRESS) "helm and kustomize" 3m go build -o $(BIN)/ helm.sh/helm/v3/cmd/helm sigs.k8s.io/kustomize/kustomize/v5
 	@touch $(HELM) $(KUSTOMIZE)
+
+# helm4 is stamped with its version, as Helm's own release build does (`helm4 version`).
+HELM4_VERSION := $(shell awk '$$1 == "helm.sh/helm/v4" {print $$2} $$1 == "require" && $$2 == "helm.sh/helm/v4" {print $$3}' hack/tools/helm4/go.mod)
+$(HELM4): hack/tools/helm4/go.mod hack/tools/helm4/go.sum
+	cd hack/tools/helm4 && $(PROGRESS) helm4 3m go build -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION)" \
+	  -o $(HELM4) helm.sh/helm/v4/cmd/helm
+
+.PHONY: helm4
+helm4: $(HELM4) ## Build bin/helm4, the Helm 4 CLI, from hack/tools/helm4/go.mod.
 
 $(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
 	cd hack/tools/golangci-lint && $(PROGRESS) golangci-lint 8m go build -o $(BIN)/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint

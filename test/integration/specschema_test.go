@@ -188,7 +188,7 @@ func TestWhatTheChartAcceptsTheCRDAccepts(t *testing.T) {
 
 	// As users write them: numbers as strings, nulls.
 	for _, s := range asUsersWriteThem {
-		said, err := r.create(crdgen.Plural(strings.ToLower(s.kind)), s.kind, "as-users-write-it", specOf(t, s.kind), true, metav1.FieldValidationStrict)
+		said, err := r.create(crdgen.Plural(strings.ToLower(s.kind)), s.kind, "as-users-write-it", specOf(t, s.name), true, metav1.FieldValidationStrict)
 		if err != nil {
 			t.Errorf("%s %s: refused: %v", s.kind, s.spec, err)
 		} else if said != "" {
