@@ -142,3 +142,40 @@ func TestIdentityKeepsWhichObjectItIs(t *testing.T) {
 		t.Errorf("Identity changed an object that is not metadata only")
 	}
 }
+
+// A release object points at its custom resource by its controller reference, or by the
+// owner annotations where it carries none; references to another kind, and annotations when
+// they are not asked for, point at nothing.
+func TestOwnerRequestsReadWhatThePostRendererWrites(t *testing.T) {
+	owner := schema.GroupKind{Group: "gateway.example.com", Kind: "MyProxy"}
+	controller := true
+	object := func(refKind string, annotations map[string]string) client.Object {
+		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cm", Annotations: annotations}}
+		if refKind != "" {
+			o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "gateway.example.com/v1alpha1", Kind: refKind, Name: "edge", Controller: &controller}}
+		}
+		return o
+	}
+	annotated := map[string]string{"operator-sdk/primary-resource": "other/edge", "operator-sdk/primary-resource-type": "MyProxy.gateway.example.com"}
+	for _, tc := range []struct {
+		name                     string
+		obj                      client.Object
+		namespaced, byAnnotation bool
+		want                     string
+	}{
+		{"reference, namespaced owner", object("MyProxy", nil), true, false, "team/edge"},
+		{"reference, cluster-scoped owner", object("MyProxy", nil), false, false, "/edge"},
+		{"reference to another kind", object("Site", annotated), true, true, ""},
+		{"annotations", object("", annotated), true, true, "other/edge"},
+		{"annotations not asked for", object("", annotated), true, false, ""},
+		{"annotations of another kind", object("", map[string]string{"operator-sdk/primary-resource": "edge", "operator-sdk/primary-resource-type": "Site.web"}), true, true, ""},
+	} {
+		var got []string
+		for _, r := range OwnerRequests(owner, tc.namespaced, tc.byAnnotation)(tc.obj) {
+			got = append(got, r.String())
+		}
+		if want := []string{tc.want}; tc.want == "" && len(got) != 0 || tc.want != "" && !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
+		}
+	}
+}

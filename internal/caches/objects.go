@@ -1,12 +1,17 @@
 package caches
 
 import (
+	"strings"
+
+	sdkhandler "github.com/operator-framework/operator-lib/handler"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // StripManagedFields drops managed fields, often the larger part of an object, from objects
@@ -79,4 +84,34 @@ func Content(obj client.Object, gvk schema.GroupVersionKind) (map[string]any, er
 	}
 	m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
 	return m, nil
+}
+
+// OwnerRequests maps a release object to the custom resource of kind owner it points at, as
+// the owner-reference post-renderer points it: its controller reference (in the object's own
+// namespace, for a namespaced owner), or, byAnnotations, operator-sdk's owner annotations
+// where it carries no reference. It reads as controller-runtime's EnqueueRequestForOwner
+// (OnlyControllerOwner) and operator-lib's EnqueueRequestForAnnotation read.
+func OwnerRequests(owner schema.GroupKind, namespaced, byAnnotations bool) func(client.Object) []reconcile.Request {
+	return func(obj client.Object) []reconcile.Request {
+		if ref := metav1.GetControllerOf(obj); ref != nil {
+			gv, err := schema.ParseGroupVersion(ref.APIVersion)
+			if err != nil || ref.Kind != owner.Kind || gv.Group != owner.Group {
+				return nil
+			}
+			key := types.NamespacedName{Name: ref.Name}
+			if namespaced {
+				key.Namespace = obj.GetNamespace()
+			}
+			return []reconcile.Request{{NamespacedName: key}}
+		}
+		a := obj.GetAnnotations()
+		if !byAnnotations || a[sdkhandler.TypeAnnotation] != owner.String() || strings.TrimSpace(a[sdkhandler.NamespacedNameAnnotation]) == "" {
+			return nil
+		}
+		ns, name, found := strings.Cut(a[sdkhandler.NamespacedNameAnnotation], "/")
+		if !found {
+			ns, name = "", ns
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	}
 }

@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -110,10 +111,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 		return changed(e.ObjectOld, e.ObjectNew)
 	}}}
 	r.objects = caches.Unfiltered(mgr.GetCache())
-	r.owned = coalescing{handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), owner, handler.OnlyControllerOwner())}
+	namespaced, err := apiutil.IsGVKNamespaced(r.GVK, mgr.GetRESTMapper())
+	if err != nil {
+		return err
+	}
+	r.owned = coalescing(caches.OwnerRequests(r.GVK.GroupKind(), namespaced, false))
+	itself := func(o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	}
 	r.controller, err = ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalescing{&handler.EnqueueRequestForObject{}}, forPredicates...)).
+		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalescing(itself), forPredicates...)).
 		WatchesRawSource(source.Channel(r.Applied.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Build(r)
@@ -390,29 +398,28 @@ const (
 	conflictRetry = coalesceDelay
 )
 
-// coalescing delays every request the handler enqueues by coalesceDelay; the queue holds one
-// entry per resource, so the events of that window share one reconcile.
-type coalescing struct{ handler.EventHandler }
-
-type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-func (c coalescing) Create(ctx context.Context, e event.CreateEvent, q requestQueue) {
-	c.EventHandler.Create(ctx, e, delayed{q})
+// coalescing queues, coalesceDelay after each event, the requests of the event's objects; the
+// queue holds one entry per resource, so the events of that window share one reconcile.
+func coalescing(requests func(client.Object) []reconcile.Request) handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			for _, r := range requests(o) {
+				q.AddAfter(r, coalesceDelay)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+	}
 }
-
-func (c coalescing) Update(ctx context.Context, e event.UpdateEvent, q requestQueue) {
-	c.EventHandler.Update(ctx, e, delayed{q})
-}
-
-func (c coalescing) Delete(ctx context.Context, e event.DeleteEvent, q requestQueue) {
-	c.EventHandler.Delete(ctx, e, delayed{q})
-}
-
-func (c coalescing) Generic(ctx context.Context, e event.GenericEvent, q requestQueue) {
-	c.EventHandler.Generic(ctx, e, delayed{q})
-}
-
-// delayed turns Add into AddAfter.
-type delayed struct{ requestQueue }
-
-func (d delayed) Add(r reconcile.Request) { d.AddAfter(r, coalesceDelay) }
