@@ -9,12 +9,12 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"text/template/parse"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -47,7 +47,7 @@ const (
 //   - the rendering code: the running executable (Helm's engine, the post-renderer, the label
 //     added in the kube client), digested once per process (CodeVersion);
 //   - the cluster's capabilities, as far as the chart's templates read them: the parsed
-//     templates are walked for references to .Capabilities (AnalyseChart);
+//     templates are searched for references to .Capabilities (AnalyseChart);
 //   - every object a template read through `lookup`, whatever the template's spelling: the REST
 //     client getter Helm's engine builds its lookup clients from records each read
 //     (helmconfig.Recorder), and Lookups watches those objects and wakes the custom resources
@@ -105,14 +105,14 @@ func (d *Digests) Len() int {
 }
 
 // of returns the digests of the rendering of r's values; false when there are none (no
-// Digests, a chart that cannot be analysed, values that cannot be encoded).
+// Digests, values that cannot be encoded).
 func (d *Digests) of(r *reconcile) (digests, bool) {
 	if d == nil {
 		return digests{}, false
 	}
 	info := d.chartInfo(r.c.o.Chart)
 	valuesJSON, err := json.Marshal(r.vals) // map keys are encoded sorted
-	if info.err != nil || err != nil {
+	if err != nil {
 		return digests{}, false
 	}
 	h := sha256.New()
@@ -218,15 +218,13 @@ func mergeLabels(labels, add map[string]string) map[string]string {
 type chartInfo struct {
 	sum string // of the rendering code and every file of the chart
 	use CapabilityUse
-	err error
 }
 
 func (d *Digests) chartInfo(chrt *chart.Chart) chartInfo {
 	if v, ok := d.charts.Load(chrt); ok {
 		return v.(chartInfo)
 	}
-	use, err := AnalyseChart(chrt)
-	info := chartInfo{sum: digestChart(chrt), use: use, err: err}
+	info := chartInfo{sum: digestChart(chrt), use: AnalyseChart(chrt)}
 	d.charts.Store(chrt, info)
 	return info
 }
@@ -314,120 +312,48 @@ func (u CapabilityUse) Reads(valuesJSON []byte) CapabilityUse {
 	return u
 }
 
-// AnalyseChart parses every template of the chart and its dependencies and reports which
-// capabilities they refer to. It errs on the side of "reads": a reference to .Capabilities as
-// a whole (kept in a variable, passed to a function, indexed by name) counts as reading all of
-// it. A template that does not parse is an error: Helm would not render it either.
-func AnalyseChart(chrt *chart.Chart) (CapabilityUse, error) {
+// AnalyseChart reports which capabilities the templates of a chart and its dependencies refer
+// to, from their text. It errs on the side of "reads": a mention of Capabilities that is not
+// followed by a field it names (kept in a variable, passed to a function, indexed by name, or in
+// a template's plain text) counts as reading all of it, and the word tpl anywhere as rendering
+// strings with `tpl`.
+func AnalyseChart(chrt *chart.Chart) CapabilityUse {
 	var use CapabilityUse
-	var walkChart func(c *chart.Chart) error
-	walkChart = func(c *chart.Chart) error {
+	var walkChart func(c *chart.Chart)
+	walkChart = func(c *chart.Chart) {
 		if c.Metadata != nil && c.Metadata.KubeVersion != "" {
 			use.KubeVersion = true
 		}
 		for _, t := range c.Templates {
-			// Parsed (with the templates it defines) as Helm's engine does, but without knowing the
-			// functions: only the structure matters here.
-			trees := map[string]*parse.Tree{}
-			p := parse.New(t.Name)
-			p.Mode = parse.SkipFuncCheck
-			if _, err := p.Parse(string(t.Data), "", "", trees); err != nil {
-				return fmt.Errorf("chart %s: %w", c.Name(), err)
+			for _, field := range capabilityRefs.FindAllStringSubmatch(string(t.Data), -1) {
+				switch field[1] {
+				case "KubeVersion":
+					use.KubeVersion = true
+				case "APIVersions":
+					use.APIVersions = true
+				case "HelmVersion":
+				default:
+					use.KubeVersion, use.APIVersions = true, true
+				}
 			}
-			for _, tree := range trees {
-				walk(tree.Root, &use)
-			}
+			use.ThroughTpl = use.ThroughTpl || tplCall.Match(t.Data)
 		}
 		if slices.ContainsFunc(c.Files, func(f *common.File) bool { return bytes.Contains(f.Data, []byte(capabilitiesField)) }) {
 			use.filesMention = true
 		}
 		for _, dep := range c.Dependencies() {
-			if err := walkChart(dep); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return use, walkChart(chrt)
-}
-
-// walk records in use every reference to the capabilities below n.
-func walk(n parse.Node, use *CapabilityUse) {
-	switch n := n.(type) {
-	case nil:
-	case *parse.ListNode:
-		if n == nil {
-			return
-		}
-		for _, c := range n.Nodes {
-			walk(c, use)
-		}
-	case *parse.ActionNode:
-		walk(n.Pipe, use)
-	case *parse.IfNode:
-		walkBranch(&n.BranchNode, use)
-	case *parse.RangeNode:
-		walkBranch(&n.BranchNode, use)
-	case *parse.WithNode:
-		walkBranch(&n.BranchNode, use)
-	case *parse.TemplateNode:
-		walk(n.Pipe, use)
-	case *parse.PipeNode:
-		if n == nil {
-			return
-		}
-		for _, c := range n.Cmds {
-			walk(c, use)
-		}
-	case *parse.CommandNode:
-		for _, a := range n.Args {
-			walk(a, use)
-		}
-	case *parse.ChainNode:
-		walk(n.Node, use)
-		fields(n.Field, use)
-	case *parse.FieldNode:
-		fields(n.Ident, use)
-	case *parse.VariableNode:
-		fields(n.Ident, use)
-	case *parse.IdentifierNode:
-		if n.Ident == "tpl" {
-			use.ThroughTpl = true
-		}
-	case *parse.StringNode:
-		if strings.Contains(n.Text, capabilitiesField) {
-			use.KubeVersion, use.APIVersions = true, true // e.g. index $ "Capabilities"
+			walkChart(dep)
 		}
 	}
+	walkChart(chrt)
+	return use
 }
 
-func walkBranch(b *parse.BranchNode, use *CapabilityUse) {
-	walk(b.Pipe, use)
-	walk(b.List, use)
-	walk(b.ElseList, use)
-}
-
-// fields records what a chain of field names reads of the capabilities.
-func fields(ident []string, use *CapabilityUse) {
-	for i, name := range ident {
-		if name != capabilitiesField {
-			continue
-		}
-		if i+1 == len(ident) {
-			use.KubeVersion, use.APIVersions = true, true // the whole object escapes
-			return
-		}
-		switch ident[i+1] {
-		case "KubeVersion":
-			use.KubeVersion = true
-		case "APIVersions":
-			use.APIVersions = true
-		case "HelmVersion":
-		default:
-			use.KubeVersion, use.APIVersions = true, true
-		}
-	}
-}
+var (
+	// capabilityRefs finds each mention of the capabilities, and the field that follows it.
+	capabilityRefs = regexp.MustCompile(capabilitiesField + `(?:\.([A-Za-z]+))?`)
+	tplCall        = regexp.MustCompile(`\btpl\b`)
+)
 
 // CapabilitiesDigestInput is the part of caps that a rendering with this use reads, in a
 // stable form to hash.

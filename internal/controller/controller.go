@@ -208,10 +208,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, nil, err
 	}
-	use, err := actionclient.AnalyseChart(w.Chart)
-	if err != nil {
-		return capabilityReader{}, nil, fmt.Errorf("chart %s: %w", w.ChartPath, err)
-	}
+	use := actionclient.AnalyseChart(w.Chart)
 	declaration, err := chartapi.LoadCompiled(w.ChartPath)
 	if err != nil {
 		return capabilityReader{}, nil, err
