@@ -151,7 +151,7 @@ chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles o
 	mv $(CHAOS_REPORT).tmp $(CHAOS_REPORT) && cat $(CHAOS_REPORT)
 
 .PHONY: bench
-bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins and a client-go limit (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
+bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) $(HELM_CONTROLLER) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins, Flux's helm-controller (defaults and tuned) and a client-go limit (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
 	BENCH_DIR=$(abspath $(BENCH_DIR)) go run ./bench
 	cp $(abspath $(BENCH_DIR))/results.md $(BENCH_REPORT)
 	$(MAKE) bench-rollout
