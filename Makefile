@@ -36,6 +36,9 @@ OPERATOR_SDK ?= $(BIN)/operator-sdk
 OPM ?= $(BIN)/opm
 HELM_OPERATOR ?= $(BIN)/helm-operator
 HELM_OPERATOR_PLUGINS ?= $(BIN)/helm-operator-plugins
+# Flux's helm-controller and the CRDs it needs, for the benchmark.
+HELM_CONTROLLER ?= $(BIN)/helm-controller
+HELM_CONTROLLER_CRDS ?= $(BIN)/helm-controller-crds.yaml
 GOLANGCI_LINT ?= $(BIN)/golangci-lint
 PROMTOOL ?= $(BIN)/promtool
 GOVULNCHECK ?= $(BIN)/govulncheck
@@ -152,7 +155,7 @@ chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles o
 	mv $(CHAOS_REPORT).tmp $(CHAOS_REPORT) && cat $(CHAOS_REPORT)
 
 .PHONY: bench
-bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins and a client-go limit (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
+bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) $(HELM_CONTROLLER) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins, Flux's helm-controller (defaults and tuned) and a client-go limit (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
 	BENCH_DIR=$(abspath $(BENCH_DIR)) go run ./bench
 	cp $(abspath $(BENCH_DIR))/results.md $(BENCH_REPORT)
 	$(MAKE) bench-rollout
@@ -397,6 +400,24 @@ $(OPERATOR_SDK) $(OPM) $(HELM_OPERATOR): hack/tools/operator-sdk/go.mod hack/too
 	  github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-registry/cmd/opm \
 	  github.com/operator-framework/operator-sdk/cmd/helm-operator
 	@touch $(OPERATOR_SDK) $(OPM) $(HELM_OPERATOR)
+
+# Flux's helm-controller, a peer in the benchmark, from hack/tools/helm-controller/go.mod (upstream
+# Helm in place of Flux's fork, which the module proxy does not serve), and beside it the CRDs the
+# benchmark installs for it: its HelmRelease, and source-controller's HelmChart and OCIRepository at
+# the version of the source API it links (the benchmark runs it without source-controller).
+SOURCE_CONTROLLER := github.com/fluxcd/source-controller
+$(HELM_CONTROLLER) $(HELM_CONTROLLER_CRDS): hack/tools/helm-controller/go.mod hack/tools/helm-controller/go.sum
+	cd hack/tools/helm-controller && $(PROGRESS) helm-controller 8m go build -o $(HELM_CONTROLLER) github.com/fluxcd/helm-controller
+	cd hack/tools/helm-controller && hc=$$(go list -m -f '{{.Dir}}' github.com/fluxcd/helm-controller) && \
+	  src=$(SOURCE_CONTROLLER)@$$(go list -m -f '{{.Version}}' $(SOURCE_CONTROLLER)/api) && \
+	  srcdir=$$(cd "$${TMPDIR:-/tmp}" && go mod download $$src && go list -m -f '{{.Dir}}' $$src) && \
+	  for f in $$hc/config/crd/bases/helm.toolkit.fluxcd.io_helmreleases.yaml \
+	    $$srcdir/config/crd/bases/source.toolkit.fluxcd.io_helmcharts.yaml $$srcdir/config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml; do \
+	    echo ---; cat $$f; done > $(HELM_CONTROLLER_CRDS)
+	@touch $(HELM_CONTROLLER) $(HELM_CONTROLLER_CRDS)
+
+.PHONY: helm-controller
+helm-controller: $(HELM_CONTROLLER) ## Build Flux's helm-controller (a peer in the benchmark) and its CRDs into bin/.
 
 # render DIR: the kustomization DIR with the manager image set to $(IMG), through a throwaway
 # overlay so that no tracked file changes.

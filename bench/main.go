@@ -14,9 +14,10 @@
 //	STOCK_SAMPLES=5 the same for the stock helm-operator, whose samples take a minute each
 //	WORKERS=8       client workers that create and delete
 //	UNRELATED=5000  unrelated Secrets and (as many) ConfigMaps for the memory run, 0 to skip
-//	SUBJECTS=limit,myproxy-operator,helm-operator,helm-operator-tuned,helm-operator-plugins
+//	SUBJECTS=limit,myproxy-operator,helm-operator,helm-operator-tuned,helm-operator-plugins,helm-controller,helm-controller-tuned
 //	                which subjects to run (the stock operator at its defaults and tuned as
-//	                this operator runs, helm-operator-plugins' own run command tuned)
+//	                this operator runs, helm-operator-plugins' own run command tuned, Flux's
+//	                helm-controller on HelmReleases at its defaults and tuned: flux.go)
 //	BENCH_DIR=bin/bench   cluster state, operator logs, results.json and results.md
 //	PROFILE=1       profile this operator while it converges (CPU, back-to-back profiles) and
 //	                at all Deployed (live heap); the report says where both go by package
@@ -64,7 +65,7 @@ const (
 	keyOurs  = "myproxy-operator"
 )
 
-var subjectKeys = []string{keyLimit, keyOurs, "helm-operator", "helm-operator-tuned", "helm-operator-plugins"}
+var subjectKeys = []string{keyLimit, keyOurs, "helm-operator", "helm-operator-tuned", "helm-operator-plugins", keyFlux, keyFluxTuned}
 
 const (
 	subjectLimit = "client-go limit"
@@ -88,6 +89,8 @@ type settings struct {
 	portBase         int
 	ourBin, stockBin string
 	pluginsBin       string
+	fluxBin          string   // Flux's helm-controller
+	fluxCRDs         string   // the CRDs it needs (HelmRelease, HelmChart, OCIRepository)
 	ourArgs          []string // extra flags for this operator
 	keep             bool     // keep the last results of subjects not run
 	profile          bool     // profile this operator while it converges
@@ -123,7 +126,8 @@ func loadSettings() (settings, error) {
 		unrelated: envInt("UNRELATED", 5000), idle: 5 * time.Minute, portBase: envInt("BENCH_PORT_BASE", 23400),
 		dir: filepath.Join(root, "bin", "bench"), subjects: slices.Clone(subjectKeys),
 		ourBin: filepath.Join(root, "bin", "myproxy-operator"), stockBin: filepath.Join(root, "bin", "helm-operator"),
-		pluginsBin: filepath.Join(root, "bin", "helm-operator-plugins")}
+		pluginsBin: filepath.Join(root, "bin", "helm-operator-plugins"), fluxBin: filepath.Join(root, "bin", "helm-controller"),
+		fluxCRDs: filepath.Join(root, "bin", "helm-controller-crds.yaml")}
 	s.lookups = envInt("LOOKUPS", s.n/10)
 	if v := os.Getenv("IDLE"); v != "" {
 		if s.idle, err = time.ParseDuration(v); err != nil {
@@ -169,7 +173,7 @@ func loadSettings() (settings, error) {
 // binary written by a plain copy (docs/performance.md says by how much). Copies written alike
 // compare alike, whichever was built last.
 func (s *settings) stage() error {
-	bins := []*string{&s.ourBin, &s.stockBin, &s.pluginsBin}
+	bins := []*string{&s.ourBin, &s.stockBin, &s.pluginsBin, &s.fluxBin}
 	for i := range s.builds {
 		bins = append(bins, &s.builds[i].bin)
 	}
@@ -317,7 +321,7 @@ func runFleet(ctx context.Context, s settings, c *cluster, name string, rep *rep
 }
 
 // subjectOrder is the order of the report's rows; other builds of this operator follow it.
-var subjectOrder = []string{subjectLimit, subjectOurs, subjectStock, subjectStockTuned, subjectPlugins}
+var subjectOrder = []string{subjectLimit, subjectOurs, subjectStock, subjectStockTuned, subjectPlugins, subjectFlux, subjectFluxTuned}
 
 func rowOrder(subject string) int {
 	if i := slices.Index(subjectOrder, subject); i >= 0 {

@@ -370,6 +370,16 @@ func (r *report) markdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	fmt.Fprintln(w)
+	noted := false
+	for _, f := range r.Fleet {
+		if note, ok := subjectNotes[f.Subject]; ok {
+			fmt.Fprintf(w, "- %s: %s.\n", f.Subject, note)
+			noted = true
+		}
+	}
+	if noted {
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "| subject | lookup releases at rest | idle requests / CR / min | idle CPU-s / CR / min | deleted Deployment back | one more CR to Deployed p50 / p99 (samples) | delete all | left over |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, f := range r.Fleet {

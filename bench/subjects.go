@@ -36,6 +36,19 @@ type operator struct {
 	samples         int    // one-more-MyProxy latency samples
 	pprof           string // address of its pprof endpoint, to profile it while it converges
 	args            func(metricsAddr, healthAddr string) []string
+	// kind is what its fleet is made of; unset, MyProxies.
+	kind kind
+	// settleLimit bounds the wait for its fleet to go quiet before the idle window (none when 0),
+	// for an operator that writes its custom resources at rest.
+	settleLimit time.Duration
+}
+
+// fleetKind is the kind of the operator's fleet.
+func (op operator) fleetKind() kind {
+	if op.kind.gvr.Resource == "" {
+		return myProxies
+	}
+	return op.kind
 }
 
 func ours(s settings) operator {
@@ -89,7 +102,8 @@ func plugins(s settings) operator {
 }
 
 // peers are the subjects this operator is compared with, by the name SUBJECTS gives them.
-var peers = map[string]func(settings) operator{"helm-operator": stock, "helm-operator-tuned": stockTuned, "helm-operator-plugins": plugins}
+var peers = map[string]func(settings) operator{"helm-operator": stock, "helm-operator-tuned": stockTuned, "helm-operator-plugins": plugins,
+	keyFlux: flux, keyFluxTuned: fluxTuned}
 
 // env is a fresh cluster with the CRD installed, the fleet namespace, and admin clients.
 type env struct {
@@ -97,6 +111,16 @@ type env struct {
 	dyn dynamic.Interface
 	cs  kubernetes.Interface
 	cfg *rest.Config
+	// stops undo, last first, what the kind's install runs in this process.
+	stops []func()
+}
+
+// close stops what the kind's install started.
+func (e *env) close() {
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		e.stops[i]()
+	}
+	e.stops = nil
 }
 
 func freshEnv(c *cluster) (*env, error) {
@@ -146,14 +170,31 @@ func (e *env) start(s settings, op operator, logName string) (*operatorProcess, 
 	return p, nil
 }
 
-// freshTracked starts a fresh cluster for a subject and follows its fleet namespace.
+// freshTracked starts a fresh cluster for a subject and follows the MyProxies of its fleet
+// namespace.
 func freshTracked(ctx context.Context, c *cluster, subject string) (*env, *tracker, error) {
+	return freshTrackedOf(ctx, c, subject, myProxies)
+}
+
+// freshTrackedOf starts a fresh cluster for a subject, installs what its fleet's kind needs, and
+// follows the custom resources of that kind in the fleet namespace. The caller closes the env.
+func freshTrackedOf(ctx context.Context, c *cluster, subject string, k kind) (*env, *tracker, error) {
 	progress("%s: starting a fresh cluster", subject)
 	e, err := freshEnv(c)
 	if err != nil {
 		return nil, nil, err
 	}
-	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace)
+	if k.install != nil {
+		stop, err := k.install(ctx, e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("preparing the cluster for %s: %w", k.gvr.Resource, err)
+		}
+		e.stops = append(e.stops, stop)
+	}
+	t, err := newTracker(ctx, e.dyn, e.cs, fleetNamespace, k)
+	if err != nil {
+		e.close()
+	}
 	return e, t, err
 }
 
@@ -167,17 +208,19 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	res := fleetResult{Subject: op.name, N: s.n}
 	ctx, cancel := context.WithCancel(ctx) // the watches end with this subject's cluster
 	defer cancel()
-	e, t, err := freshTracked(ctx, c, op.name)
+	k := op.fleetKind()
+	e, t, err := freshTrackedOf(ctx, c, op.name, k)
 	if err != nil {
 		return res, nil, err
 	}
+	defer e.close()
 	p, err := e.start(s, op, op.user+".log")
 	if err != nil {
 		return res, nil, err
 	}
 	defer p.stop()
 
-	progress("%s: applying %d MyProxies", op.name, s.n)
+	progress("%s: applying %d %s", op.name, s.n, k.gvr.Resource)
 	before, err := p.usage()
 	if err != nil {
 		return res, nil, err
@@ -187,7 +230,7 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		cpu = startCPUProfiles(ctx, op.pprof, s.dir)
 	}
 	start := time.Now()
-	if err := parallel(ctx, s.workers, names("fleet", s.n), createProxy(e.dyn, fleetNamespace)); err != nil {
+	if err := parallel(ctx, s.workers, names("fleet", s.n), k.create(e.dyn, fleetNamespace, spec)); err != nil {
 		return res, nil, err
 	}
 	deployedAt, err := t.waitFor(ctx, "all Deployed", s.convergeLimit(), allDeployed(s.n))
@@ -218,7 +261,7 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		return res, nil, err
 	}
 	res.RequestsPerCR = float64(res.Requests.total()) / float64(s.n)
-	if res.StoredKiBPerCR, err = storedKiBPerCR(ctx, e); err != nil {
+	if res.StoredKiBPerCR, err = storedKiBPerCR(ctx, e, k); err != nil {
 		return res, nil, err
 	}
 	if res.ManifestKiBPerCR, err = manifestKiBPerRelease(e); err != nil {
@@ -228,7 +271,7 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 		op.name, res.DeployedSeconds, res.AvailableSeconds, res.CPUSeconds, res.RequestsPerCR, res.StoredKiBPerCR, res.ManifestKiBPerCR)
 
 	if s.lookups > 0 {
-		if err := addLookupReleases(ctx, s, e, t, &res); err != nil {
+		if err := addLookupReleases(ctx, s, e, t, k, &res); err != nil {
 			return res, nil, err
 		}
 	}
@@ -245,10 +288,10 @@ func benchOperator(ctx context.Context, s settings, c *cluster, op operator) (fl
 	} else {
 		progress("%s: a deleted Deployment was not back within %s", op.name, driftWait)
 	}
-	if err := latency(ctx, op.samples, e, t, &res); err != nil {
+	if err := latency(ctx, op.samples, e, t, k, &res); err != nil {
 		return res, nil, err
 	}
-	if err := deleteAll(ctx, s, op.samples, e, t, &res, deleteProxy(e.dyn, fleetNamespace)); err != nil {
+	if err := deleteAll(ctx, s, op.samples, e, t, &res, k.delete(e.dyn, fleetNamespace)); err != nil {
 		return res, nil, err
 	}
 	final, err := p.usage()
@@ -273,14 +316,14 @@ func profileConverged(ctx context.Context, cpu *cpuProfiler, op operator, dir st
 	return &p, err
 }
 
-// addLookupReleases adds to the fleet MyProxies whose rendering looks up their TLS Secret, so
+// addLookupReleases adds to the fleet releases whose rendering looks up their TLS Secret, so
 // that the idle window shows what such releases cost at rest.
-func addLookupReleases(ctx context.Context, s settings, e *env, t *tracker, res *fleetResult) error {
-	progress("%s: adding %d MyProxies whose chart looks up their TLS Secret", res.Subject, s.lookups)
+func addLookupReleases(ctx context.Context, s settings, e *env, t *tracker, k kind, res *fleetResult) error {
+	progress("%s: adding %d %s whose chart looks up their TLS Secret", res.Subject, s.lookups, k.gvr.Resource)
 	if err := createTLSSecret(ctx, e.cs, fleetNamespace); err != nil {
 		return err
 	}
-	if err := parallel(ctx, s.workers, names("lookup", s.lookups), createLookupProxy(e.dyn, fleetNamespace)); err != nil {
+	if err := parallel(ctx, s.workers, names("lookup", s.lookups), k.create(e.dyn, fleetNamespace, lookupSpec)); err != nil {
 		return err
 	}
 	_, err := t.waitFor(ctx, "lookup releases Deployed", s.convergeLimit(), allDeployed(s.n+s.lookups))
@@ -293,12 +336,14 @@ const settleQuiet = 10 * time.Second
 
 func idle(ctx context.Context, s settings, c *cluster, op operator, p *operatorProcess, t *tracker, res *fleetResult) error {
 	// The window opens once every proxy Pod is ready and the last status writes have landed
-	// (no MyProxy or Deployment changed for settleQuiet).
+	// (no custom resource or Deployment changed for settleQuiet), or at op.settleLimit.
 	if _, err := t.waitFor(ctx, "all Available", s.convergeLimit(), allAvailable(s.n+res.LookupReleases)); err != nil {
 		return err
 	}
-	if err := t.waitQuiet(ctx, settleQuiet); err != nil {
+	if quiet, err := t.waitQuietWithin(ctx, settleQuiet, op.settleLimit); err != nil {
 		return err
+	} else if !quiet {
+		progress("%s: the fleet still changes %s after all Available (its operator writes it at rest)", op.name, op.settleLimit)
 	}
 	progress("%s: idle for %s", op.name, s.idle)
 	before, err := p.usage()
@@ -356,9 +401,9 @@ func drift(ctx context.Context, e *env, t *tracker) (seconds float64, restored b
 	return driftWait.Seconds(), false, nil
 }
 
-// latency applies one more MyProxy at a time and times each to Deployed.
-func latency(ctx context.Context, samples int, e *env, t *tracker, res *fleetResult) error {
-	create := createProxy(e.dyn, fleetNamespace)
+// latency applies one more custom resource at a time and times each to Deployed.
+func latency(ctx context.Context, samples int, e *env, t *tracker, k kind, res *fleetResult) error {
+	create := k.create(e.dyn, fleetNamespace, spec)
 	for _, name := range names("extra", samples) {
 		start := time.Now()
 		if err := create(ctx, name); err != nil {
@@ -377,17 +422,17 @@ func latency(ctx context.Context, samples int, e *env, t *tracker, res *fleetRes
 		}
 	}
 	res.LatencyP50, res.LatencyP99 = percentile(res.Latencies, 50), percentile(res.Latencies, 99)
-	progress("%s: one more MyProxy to Deployed: p50 %.2fs, p99 %.2fs", res.Subject, res.LatencyP50, res.LatencyP99)
+	progress("%s: one more %s to Deployed: p50 %.2fs, p99 %.2fs", res.Subject, k.gvr.Resource, res.LatencyP50, res.LatencyP99)
 	return nil
 }
 
-// deleteAll deletes every MyProxy and times until nothing of theirs is left.
+// deleteAll deletes every custom resource of the fleet and times until nothing of theirs is left.
 func deleteAll(ctx context.Context, s settings, samples int, e *env, t *tracker, res *fleetResult, del func(context.Context, string) error) error {
 	all := append(names("fleet", s.n), names("extra", samples)...)
 	if res.LookupReleases > 0 {
 		all = append(all, names("lookup", res.LookupReleases)...)
 	}
-	progress("%s: deleting %d MyProxies", res.Subject, len(all))
+	progress("%s: deleting %d custom resources", res.Subject, len(all))
 	start := time.Now()
 	if err := parallel(ctx, s.workers, all, del); err != nil {
 		return err
@@ -529,10 +574,10 @@ func benchMemory(ctx context.Context, s settings, c *cluster, op operator) (memo
 	return m, nil
 }
 
-// storedKiBPerCR is the mean size, in KiB, of the fleet's MyProxies as the apiserver serves
-// them in JSON (the status a Helm operator writes included).
-func storedKiBPerCR(ctx context.Context, e *env) (float64, error) {
-	list, err := e.dyn.Resource(myProxyGVR).Namespace(fleetNamespace).List(ctx, metav1.ListOptions{})
+// storedKiBPerCR is the mean size, in KiB, of the fleet's custom resources as the apiserver
+// serves them in JSON (the status their operator writes included).
+func storedKiBPerCR(ctx context.Context, e *env, k kind) (float64, error) {
+	list, err := e.dyn.Resource(k.gvr).Namespace(fleetNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) == 0 {
 		return 0, err
 	}

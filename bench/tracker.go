@@ -21,12 +21,14 @@ var myProxyGVR = schema.GroupVersionResource{Group: "gateway.example.com", Versi
 
 const instanceLabel = "app.kubernetes.io/instance"
 
-// tracker follows the MyProxies and Deployments of one namespace through watches (no polling,
-// so that measuring costs the apiserver next to nothing) and knows, at any moment, which
-// MyProxies are Deployed and which instances have an Available Deployment.
+// tracker follows the custom resources of a fleet (MyProxies, or Flux's HelmReleases) and the
+// Deployments of one namespace through watches (no polling, so that measuring costs the
+// apiserver next to nothing) and knows, at any moment, which custom resources are Deployed (their
+// kind's condition is True) and which instances have an Available Deployment.
 type tracker struct {
 	mu        sync.Mutex
-	proxies   map[string]bool      // name -> Deployed=True
+	condition string               // the kind's condition that says a release is installed
+	proxies   map[string]bool      // name -> condition True
 	available map[string]bool      // instance -> Deployment available
 	deployUID map[string]string    // Deployment name -> UID
 	marked    map[string]string    // instance -> its Pod template's rolloutMark annotation
@@ -34,12 +36,12 @@ type tracker struct {
 	seen      map[string]time.Time // name -> when first seen Deployed
 }
 
-func newTracker(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, namespace string) (*tracker, error) {
-	t := &tracker{proxies: map[string]bool{}, available: map[string]bool{}, deployUID: map[string]string{}, marked: map[string]string{},
+func newTracker(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interface, namespace string, k kind) (*tracker, error) {
+	t := &tracker{condition: k.condition, proxies: map[string]bool{}, available: map[string]bool{}, deployUID: map[string]string{}, marked: map[string]string{},
 		changed: make(chan struct{}), seen: map[string]time.Time{}}
 
 	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, namespace, nil)
-	if _, err := df.ForResource(myProxyGVR).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := df.ForResource(k.gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { t.setProxy(o) },
 		UpdateFunc: func(_, o any) { t.setProxy(o) },
 		DeleteFunc: func(o any) { t.deleteProxy(o) },
@@ -58,7 +60,7 @@ func newTracker(ctx context.Context, dyn dynamic.Interface, cs kubernetes.Interf
 	kf.Start(ctx.Done())
 	for _, ok := range df.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return nil, fmt.Errorf("the watch of MyProxies did not sync")
+			return nil, fmt.Errorf("the watch of %s did not sync", k.gvr.Resource)
 		}
 	}
 	for _, ok := range kf.WaitForCacheSync(ctx.Done()) {
@@ -79,7 +81,7 @@ func (t *tracker) setProxy(o any) {
 	if !ok {
 		return
 	}
-	deployed := conditionTrue(u, "Deployed")
+	deployed := conditionTrue(u, t.condition)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.proxies[u.GetName()] = deployed
@@ -217,19 +219,34 @@ func (t *tracker) waitFor(ctx context.Context, what string, timeout time.Duratio
 	}
 }
 
-// waitQuiet returns once no MyProxy or Deployment of the namespace has changed for quiet.
+// waitQuiet returns once no custom resource or Deployment of the namespace has changed for quiet.
 func (t *tracker) waitQuiet(ctx context.Context, quiet time.Duration) error {
+	_, err := t.waitQuietWithin(ctx, quiet, 0)
+	return err
+}
+
+// waitQuietWithin is waitQuiet for at most limit (none when 0); quiet is false when the limit
+// passed first.
+func (t *tracker) waitQuietWithin(ctx context.Context, quiet, limit time.Duration) (bool, error) {
 	timer := time.NewTimer(quiet)
 	defer timer.Stop()
+	var deadline <-chan time.Time
+	if limit > 0 {
+		d := time.NewTimer(limit)
+		defer d.Stop()
+		deadline = d.C
+	}
 	for {
 		_, changed := t.snapshot()
 		select {
 		case <-changed:
 			timer.Reset(quiet)
 		case <-timer.C:
-			return nil
+			return true, nil
+		case <-deadline:
+			return false, nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }

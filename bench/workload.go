@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -58,6 +59,21 @@ func myProxyWith(namespace, name string, spec map[string]any) *unstructured.Unst
 	return u
 }
 
+// kind is the custom resource a subject's fleet is made of, one per release: the chart's values
+// go into it, and its condition says when the release is installed.
+type kind struct {
+	gvr       schema.GroupVersionResource
+	condition string
+	// object is the custom resource of that name whose release carries values.
+	object func(namespace, name string, values map[string]any) *unstructured.Unstructured
+	// install, when set, prepares a fresh cluster for the kind before any watch of it starts
+	// (CRDs, objects the releases need); stop undoes what runs in this process.
+	install func(ctx context.Context, e *env) (stop func(), err error)
+}
+
+// myProxies are the fleet of the Helm operators: a MyProxy's spec is its release's values.
+var myProxies = kind{gvr: myProxyGVR, condition: "Deployed", object: myProxyWith}
+
 func names(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -95,19 +111,27 @@ func parallel(ctx context.Context, workers int, items []string, f func(context.C
 	return first
 }
 
-func createProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
+// create creates custom resources of the kind whose releases carry values().
+func (k kind) create(dyn dynamic.Interface, namespace string, values func() map[string]any) func(context.Context, string) error {
 	return func(ctx context.Context, name string) error {
-		_, err := dyn.Resource(myProxyGVR).Namespace(namespace).Create(ctx, myProxy(namespace, name), metav1.CreateOptions{})
+		_, err := dyn.Resource(k.gvr).Namespace(namespace).Create(ctx, k.object(namespace, name, values()), metav1.CreateOptions{})
 		return err
 	}
 }
 
-// createLookupProxy creates MyProxies with lookupSpec.
-func createLookupProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
+// delete deletes custom resources of the kind; one already gone is deleted.
+func (k kind) delete(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
 	return func(ctx context.Context, name string) error {
-		_, err := dyn.Resource(myProxyGVR).Namespace(namespace).Create(ctx, myProxyWith(namespace, name, lookupSpec()), metav1.CreateOptions{})
+		err := dyn.Resource(k.gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return err
 	}
+}
+
+func createProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
+	return myProxies.create(dyn, namespace, spec)
 }
 
 // createTLSSecret creates the Secret the lookup releases read.
@@ -124,13 +148,7 @@ func createTLSSecret(ctx context.Context, cs kubernetes.Interface, namespace str
 }
 
 func deleteProxy(dyn dynamic.Interface, namespace string) func(context.Context, string) error {
-	return func(ctx context.Context, name string) error {
-		err := dyn.Resource(myProxyGVR).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
+	return myProxies.delete(dyn, namespace)
 }
 
 // renderer renders the chart for one MyProxy exactly as Helm would install it, without a
