@@ -25,7 +25,6 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -49,12 +48,8 @@ func ReconcilerChart(c *chart.Chart) v3chart.Chart {
 // ActionClientFor implements helmclient.ActionClientGetter: the reconcile of obj begins.
 func (c *Client) ActionClientFor(ctx context.Context, obj client.Object) (helmclient.ActionInterface, error) {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-		if err != nil {
-			return nil, err
-		}
-		u = &unstructured.Unstructured{Object: m}
+	if !ok { // the reconciler reads every custom resource as unstructured
+		return nil, fmt.Errorf("unsupported custom resource type %T", obj)
 	}
 	r, err := c.begin(ctx, u)
 	if err != nil {
@@ -96,22 +91,18 @@ func (r *reconcile) History(string, ...helmclient.HistoryOption) ([]*v3release.R
 
 // Install implements helmclient.ActionInterface; the chart is the kind's (Options.Chart).
 func (r *reconcile) Install(_, _ string, _ *v3chart.Chart, _ map[string]any, opts ...helmclient.InstallOption) (*v3release.Release, error) {
-	var i v3action.Install
-	for _, o := range opts {
-		if err := o(&i); err != nil {
-			return nil, err
-		}
+	i, err := reconcilerOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	return v3(r.install(actionOptions{DisableHooks: i.DisableHooks, Description: i.Description}))
 }
 
 // Upgrade implements helmclient.ActionInterface: a dry run is the reconciler's check.
 func (r *reconcile) Upgrade(_, _ string, _ *v3chart.Chart, _ map[string]any, opts ...helmclient.UpgradeOption) (*v3release.Release, error) {
-	var u v3action.Upgrade
-	for _, o := range opts {
-		if err := o(&u); err != nil {
-			return nil, err
-		}
+	u, err := reconcilerOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if u.DryRun {
 		return v3(r.check())
@@ -121,17 +112,27 @@ func (r *reconcile) Upgrade(_, _ string, _ *v3chart.Chart, _ map[string]any, opt
 
 // Uninstall implements helmclient.ActionInterface.
 func (r *reconcile) Uninstall(_ string, opts ...helmclient.UninstallOption) (*v3release.UninstallReleaseResponse, error) {
-	var u v3action.Uninstall
-	for _, o := range opts {
-		if err := o(&u); err != nil {
-			return nil, err
-		}
+	u, err := reconcilerOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	rel, err := r.uninstall(actionOptions{DisableHooks: u.DisableHooks, Description: u.Description})
 	if rel == nil {
 		return nil, v3err(err)
 	}
 	return &v3release.UninstallReleaseResponse{Release: toV3(rel)}, v3err(err)
+}
+
+// reconcilerOptions applies the options the reconciler passed to a Helm 3 action, to read back
+// what they set.
+func reconcilerOptions[A any, O ~func(*A) error](opts []O) (*A, error) {
+	var a A
+	for _, o := range opts {
+		if err := o(&a); err != nil {
+			return nil, err
+		}
+	}
+	return &a, nil
 }
 
 // Reconcile implements helmclient.ActionInterface: the drift correction of the release read.
