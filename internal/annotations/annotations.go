@@ -99,28 +99,22 @@ func Period(obj client.Object, fallback, minPeriod time.Duration) time.Duration 
 	return fallback
 }
 
-// Action names what the annotations apply to.
-type Action string
+// Action is an action that annotations change, as the annotations that change it.
+type Action []string
 
 // The actions annotations change.
-const (
-	ForInstall   Action = "install"
-	ForUpgrade   Action = "upgrade"
-	ForUninstall Action = "uninstall"
+var (
+	ForInstall   = Action{InstallDisableHooks, InstallDescription}
+	ForUpgrade   = Action{UpgradeForce, UpgradeDisableHooks, UpgradeDescription, RollbackForce}
+	ForUninstall = Action{UninstallDisableHooks, UninstallDescription, UninstallWait}
 )
-
-var byAction = map[Action][]string{
-	ForInstall:   {InstallDisableHooks, InstallDescription},
-	ForUpgrade:   {UpgradeForce, UpgradeDisableHooks, UpgradeDescription, RollbackForce},
-	ForUninstall: {UninstallDisableHooks, UninstallDescription, UninstallWait},
-}
 
 // InEffect lists "name=value" for each annotation on obj that changes how action runs, for
 // Events to say which options an action ran with.
 func InEffect(obj client.Object, action Action) []string {
 	a := obj.GetAnnotations()
 	var out []string
-	for _, name := range byAction[action] {
+	for _, name := range action {
 		if v, ok := a[name]; ok {
 			out = append(out, name+"="+v)
 		}
@@ -133,9 +127,8 @@ func InEffect(obj client.Object, action Action) []string {
 // "true" (the plugins then set Paused=True and return before reading the release), and records
 // an Event when a resource becomes paused or resumes.
 func PauseHandler(recorder record.EventRecorder) reconciler.PauseReconcileHandlerFunc {
-	isPaused := reconciler.PauseReconcileIfAnnotationTrue(PauseReconcile)
-	return func(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
-		paused, err := isPaused(ctx, obj)
+	return func(_ context.Context, obj *unstructured.Unstructured) (bool, error) {
+		paused := obj.GetAnnotations()[PauseReconcile] == "true"
 		was := pausedCondition(obj)
 		switch {
 		case paused && !was:
@@ -144,7 +137,7 @@ func PauseHandler(recorder record.EventRecorder) reconciler.PauseReconcileHandle
 		case !paused && was:
 			recorder.Eventf(obj, corev1.EventTypeNormal, names.ReasonReconcileResumed, "%s removed: reconciling again", PauseReconcile)
 		}
-		return paused, err
+		return paused, nil
 	}
 }
 
@@ -174,18 +167,14 @@ func CheckedTranslator(next Translator, recorder record.EventRecorder, minPeriod
 // Translator turns a custom resource into its chart's values.
 type Translator = func(ctx context.Context, obj *unstructured.Unstructured) (map[string]any, error)
 
-// Requeuer puts a custom resource back in its queue after a period.
-type Requeuer interface {
-	AddAfter(key types.NamespacedName, d time.Duration)
-}
-
 // PeriodHook schedules the next reconcile of a custom resource after its reconcile-period
-// annotation, or after fallback (the watch's reconcilePeriod) without one; zero schedules none.
-// It runs after every successful reconcile, as the stock operator's requeue does.
-func PeriodHook(requeue Requeuer, fallback, minPeriod time.Duration) func(*unstructured.Unstructured, *release.Release) error {
+// annotation, or after fallback (the watch's reconcilePeriod) without one; zero schedules none:
+// requeue puts the resource back in its queue after a period. It runs after every successful
+// reconcile, as the stock operator's requeue does.
+func PeriodHook(requeue func(key types.NamespacedName, after time.Duration), fallback, minPeriod time.Duration) func(*unstructured.Unstructured, *release.Release) error {
 	return func(obj *unstructured.Unstructured, _ *release.Release) error {
 		if d := Period(obj, fallback, minPeriod); d > 0 {
-			requeue.AddAfter(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, d)
+			requeue(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, d)
 		}
 		return nil
 	}

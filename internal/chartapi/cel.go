@@ -47,30 +47,23 @@ func environment() (*cel.Env, error) {
 	)
 }
 
+// sum adds the numbers of a list. Integers and doubles mix: the sum turns double at the first
+// double. The total is only ever an Int or a Double, whose Add refuses any other item.
 func sum(v ref.Val) ref.Val {
 	list, ok := v.(traits.Lister)
 	if !ok {
 		return types.NewErr("sum: not a list")
 	}
 	var total ref.Val = types.Int(0)
-	it := list.Iterator()
-	for it.HasNext() == types.True {
+	for it := list.Iterator(); it.HasNext() == types.True; {
 		item := it.Next()
-		adder, ok := total.(traits.Adder)
-		if !ok {
-			return types.NewErr("sum: cannot add %s", item.Type())
-		}
-		if _, isDouble := item.(types.Double); isDouble {
-			if i, isInt := total.(types.Int); isInt {
-				adder = types.Double(i)
+		switch item.(type) {
+		case types.Int, types.Double:
+			if item.Type() != total.Type() {
+				total, item = total.ConvertToType(types.DoubleType), item.ConvertToType(types.DoubleType)
 			}
 		}
-		if i, isInt := item.(types.Int); isInt {
-			if _, isDouble := total.(types.Double); isDouble {
-				item = types.Double(i)
-			}
-		}
-		total = adder.Add(item)
+		total = total.(traits.Adder).Add(item)
 		if types.IsError(total) {
 			return total
 		}
@@ -221,30 +214,22 @@ type ConditionValue struct {
 
 // Evaluate computes the declared status of a custom resource from its live release objects.
 func (c *Compiled) Evaluate(self map[string]any, objects []map[string]any) Evaluation {
-	list := make([]any, len(objects))
-	for i, o := range objects {
-		list[i] = o
-	}
 	variables := map[string]any{}
-	vars := map[string]any{VarSelf: self, VarObjects: list, VarVariables: variables}
+	vars := map[string]any{VarSelf: self, VarObjects: objects, VarVariables: variables}
 	out := Evaluation{Fields: map[string]any{}}
 	for i, v := range c.Kind.Status.Variables {
-		val, _, err := c.variables[i].Eval(vars)
-		if err != nil {
+		if val, _, err := c.variables[i].Eval(vars); err != nil {
 			// Expressions reading it fail too, naming it as a missing key.
 			out.Errors = append(out.Errors, c.Kind.errorAt(v.Expression.Line, "status.variables."+v.Name, err))
-			continue
+		} else {
+			variables[v.Name] = val
 		}
-		variables[v.Name] = val
 	}
 	for _, name := range c.fieldNames {
 		f := c.Kind.Status.Fields[name]
-		v, err := evaluate(c.fields[name], vars, f.Type)
-		if err != nil {
+		if v, err := evaluate(c.fields[name], vars, f.Type); err != nil {
 			out.Errors = append(out.Errors, c.Kind.errorAt(f.Expression.Line, "status.fields."+name, err))
-			continue
-		}
-		if v != nil {
+		} else if v != nil {
 			out.Fields[name] = v
 		}
 	}

@@ -9,7 +9,6 @@ package chartapi
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,10 +101,7 @@ func checkPair(certPEM, keyPEM []byte, now time.Time) error {
 		return fmt.Errorf("%s and %s are not a PEM certificate and its private key: %w",
 			corev1.TLSCertKey, corev1.TLSPrivateKeyKey, err)
 	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return fmt.Errorf("%s: %w", corev1.TLSCertKey, err)
-	}
+	leaf := pair.Leaf // X509KeyPair parses it (since Go 1.23)
 	switch {
 	case now.After(leaf.NotAfter):
 		return fmt.Errorf("the certificate in %s expired at %s", corev1.TLSCertKey, leaf.NotAfter.UTC().Format(time.RFC3339))

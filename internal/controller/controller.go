@@ -268,7 +268,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithUninstallAnnotations(annotations.Uninstall...),
 		reconciler.WithPauseReconcileHandler(annotations.PauseHandler(recorder)),
 		reconciler.WithPostHook(actionclient.PostHook(applied.Applied)),
-		reconciler.WithPostHook(actionclient.PostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind), s.ReconcilePeriod, o.MinReconcilePeriod))),
+		reconciler.WithPostHook(actionclient.PostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind).AddAfter, s.ReconcilePeriod, o.MinReconcilePeriod))),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.releaseRecords)),

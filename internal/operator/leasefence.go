@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -42,17 +43,12 @@ var fencedWrites = onceCounter("myproxy_operator_fenced_writes_total",
 // Fence is a leader election lock that knows whether this replica may still act as the leader.
 type Fence struct {
 	resourcelock.Interface
-	validFor time.Duration
-	now      func() time.Duration // the boot clock
+	validFor time.Duration        // how long writes are allowed after each renewal: the renew deadline
+	now      func() time.Duration // BootClock
 
 	mu      sync.Mutex
 	leading bool
 	renewed time.Duration // when the last successful write of the Lease naming this replica was sent
-}
-
-// newFence wraps lock; writes are allowed for validFor (the renew deadline) after each renewal.
-func newFence(lock resourcelock.Interface, validFor time.Duration) *Fence {
-	return &Fence{Interface: lock, validFor: validFor, now: BootClock}
 }
 
 // Create implements resourcelock.Interface.
@@ -124,4 +120,14 @@ func writes(req *http.Request) bool {
 	// replica, leader or not, asks them of each scraper.
 	p := req.URL.Path
 	return !strings.Contains(p, "/apis/authentication.k8s.io/") && !strings.Contains(p, "/apis/authorization.k8s.io/")
+}
+
+// BootClock returns the time since boot, suspends included (CLOCK_BOOTTIME).
+func BootClock() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		// Linux has had CLOCK_BOOTTIME since 2.6.39; keep time moving rather than freeze the fence open.
+		return time.Duration(time.Now().UnixNano())
+	}
+	return time.Duration(ts.Nano())
 }

@@ -37,9 +37,7 @@ func (c *clock) now() time.Duration { return c.t }
 
 func testFence() (*Fence, *lock, *clock) {
 	l, c := &lock{}, &clock{t: 1000 * time.Second}
-	f := newFence(l, 10*time.Second)
-	f.now = c.now
-	return f, l, c
+	return &Fence{Interface: l, validFor: 10 * time.Second, now: c.now}, l, c
 }
 
 func TestCheckFollowsRenewals(t *testing.T) {

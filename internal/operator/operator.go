@@ -5,6 +5,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +25,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
@@ -121,7 +122,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 		}
 		// Every client the manager builds writes only while this replica surely leads; the
 		// lock's own client (built above) is not fenced.
-		fence := newFence(lock, o.RenewDeadline)
+		fence := &Fence{Interface: lock, validFor: o.RenewDeadline, now: BootClock}
 		cfg.Wrap(fence.WrapTransport)
 		fencedLock = fence
 		writer.Leading = fence.Leading
@@ -152,11 +153,8 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	events.mgr = mgr
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	events.Provider = mgr
+	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
 		return nil, err
 	}
 	p := controller.Process{Unlock: writer}
@@ -167,39 +165,30 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	return mgr, err
 }
 
-// managerEvents lends the manager's event recorders to the leader election lock, which is built
-// before the manager and records Events only once the manager runs.
-type managerEvents struct{ mgr ctrl.Manager }
+// managerEvents lends the event recorders of the manager (its Provider, once built) to the leader
+// election lock, which is built before the manager and records Events, through
+// GetEventRecorderFor alone, only once the manager runs.
+type managerEvents struct{ recorder.Provider }
 
 func (e *managerEvents) GetEventRecorderFor(name string) record.EventRecorder {
-	return &lentRecorder{events: e, name: name}
+	return lentRecorder(func() record.EventRecorder {
+		// The manager's recorder of the core/v1 Events API, which client-go's leader election
+		// records through.
+		return e.Provider.GetEventRecorderFor(name) //nolint:staticcheck // resourcelock takes a record.EventRecorder
+	})
 }
 
-// GetEventRecorder completes controller-runtime's recorder.Provider; the lock records through
-// GetEventRecorderFor alone, once the manager runs.
-func (e *managerEvents) GetEventRecorder(name string) events.EventRecorder {
-	return e.mgr.GetEventRecorder(name)
+// lentRecorder records through the recorder it returns when an Event is recorded.
+type lentRecorder func() record.EventRecorder
+
+func (r lentRecorder) Event(obj runtime.Object, eventType, reason, message string) {
+	r().Event(obj, eventType, reason, message)
 }
 
-type lentRecorder struct {
-	events *managerEvents
-	name   string
+func (r lentRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
+	r().Eventf(obj, eventType, reason, format, args...)
 }
 
-// recorder is the manager's recorder of the core/v1 Events API, which client-go's leader
-// election records through.
-func (r *lentRecorder) recorder() record.EventRecorder {
-	return r.events.mgr.GetEventRecorderFor(r.name) //nolint:staticcheck // resourcelock takes a record.EventRecorder
-}
-
-func (r *lentRecorder) Event(obj runtime.Object, eventType, reason, message string) {
-	r.recorder().Event(obj, eventType, reason, message)
-}
-
-func (r *lentRecorder) Eventf(obj runtime.Object, eventType, reason, format string, args ...any) {
-	r.recorder().Eventf(obj, eventType, reason, format, args...)
-}
-
-func (r *lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
-	r.recorder().AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
+func (r lentRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, format string, args ...any) {
+	r().AnnotatedEventf(obj, annotations, eventType, reason, format, args...)
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -135,20 +134,23 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Actions: actions, Account: account})
 	}
 	namespaces := slices.Sorted(maps.Keys(options.WatchNamespacesFromEnv()))
-	writers := map[string]client.Writer{} // by user: one connection per namespace and ServiceAccount
-	as := func(namespace, account string) (client.Writer, error) {
-		user := serviceaccount.MakeUsername(namespace, account)
-		if w, ok := writers[user]; ok {
+	writers := map[string]client.Writer{} // by namespace/account: one connection per ServiceAccount
+	writer := func(namespace, account string) (client.Writer, error) {
+		if account == "" {
+			return client.NewDryRunClient(c), nil
+		}
+		sa := namespace + "/" + account
+		if w, ok := writers[sa]; ok {
 			return w, nil
 		}
 		impersonated, err := client.New(tenancy.As(cfg, namespace, account), client.Options{Scheme: scheme, Mapper: mapper})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("acting as ServiceAccount %s: %w", sa, err)
 		}
-		writers[user] = client.NewDryRunClient(impersonated)
-		return writers[user], nil
+		writers[sa] = client.NewDryRunClient(impersonated)
+		return writers[sa], nil
 	}
-	return Previewer{Reader: c, Writer: client.NewDryRunClient(c), As: as, Mapper: mapper, Namespaces: namespaces, Diff: diff}.Run(ctx, kinds)
+	return Previewer{Reader: c, Writer: writer, Mapper: mapper, Namespaces: namespaces, Diff: diff}.Run(ctx, kinds)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

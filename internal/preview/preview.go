@@ -100,14 +100,13 @@ type Kind struct {
 }
 
 // Previewer previews the releases of custom resources, reading through Reader and dry-running
-// through Writer, or through As for a kind that runs as a ServiceAccount (every write it sends
-// carries the dry-run option).
+// through Writer (every write it sends carries the dry-run option).
 type Previewer struct {
 	Reader client.Reader
-	Writer client.Writer
-	// As gives the writer that acts as the ServiceAccount account of namespace, so that a dry
-	// run is authorised as the release's own write would be.
-	As     func(namespace, account string) (client.Writer, error)
+	// Writer gives the writer of a release in namespace that runs as the ServiceAccount account
+	// ("": the operator's identity), so that a dry run is authorised as the release's own write
+	// would be.
+	Writer func(namespace, account string) (client.Writer, error)
 	Mapper meta.RESTMapper
 	// Namespaces limits the custom resources previewed (nil: all).
 	Namespaces []string
@@ -166,7 +165,7 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 		rel.Outcome, rel.Message = Unchanged, "being deleted: it will be uninstalled, not upgraded"
 		return rel
 	}
-	w, err := p.writer(k, cr.GetNamespace())
+	w, err := p.Writer(cr.GetNamespace(), k.Account)
 	if err != nil {
 		return refused(err)
 	}
@@ -224,22 +223,6 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	return rel
 }
 
-// writer is what dry-runs the writes of k's release in namespace: Writer, or As its
-// ServiceAccount.
-func (p Previewer) writer(k Kind, namespace string) (client.Writer, error) {
-	if k.Account == "" {
-		return p.Writer, nil
-	}
-	if p.As == nil {
-		return nil, fmt.Errorf("kind %s runs as ServiceAccount %s, and this preview cannot act as one", k.GVK.Kind, k.Account)
-	}
-	w, err := p.As(namespace, k.Account)
-	if err != nil {
-		return nil, fmt.Errorf("acting as ServiceAccount %s/%s: %w", namespace, k.Account, err)
-	}
-	return w, nil
-}
-
 // hooks dry-runs, through w, the creation of each hook object that the install (or upgrade) of
 // rendered runs: Helm creates them as it goes, and one the apiserver refuses fails the action.
 // A hook object left from an earlier run is applied over instead (Helm deletes it first, by the
@@ -284,8 +267,7 @@ func (p Previewer) hooks(ctx context.Context, w client.Writer, helm kube.Interfa
 // object compares one object of the release before and after (either may be nil) and dry-runs
 // the change through w; nil when it does not change.
 func (p Previewer) object(ctx context.Context, w client.Writer, before, after *unstructured.Unstructured) *Object {
-	subject := after
-	change := "changed"
+	subject, change := after, "changed"
 	switch {
 	case before == nil:
 		change = "created"

@@ -2,7 +2,8 @@ package shard
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -56,7 +58,7 @@ func (h *Handover) SetupWithManager(mgr ctrl.Manager) error {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named(fmt.Sprintf("%s-handover", h.GVK.Kind)).
+		Named(h.GVK.Kind + "-handover").
 		WatchesRawSource(source.Kind[client.Object](h.ClaimCache, obj, &handler.EnqueueRequestForObject{}, moved)).
 		Complete(h)
 }
@@ -87,4 +89,74 @@ func (h *Handover) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	h.Recorder.Eventf(obj, corev1.EventTypeNormal, names.ReasonShardHandedOver,
 		"shard %s handed it over (labelled %s=%q)", h.Shard.ID(), Label, obj.GetLabels()[Label])
 	return ctrl.Result{}, nil
+}
+
+// ErrHandedOver is returned for an action on a custom resource this shard handed over.
+var ErrHandedOver = errors.New("handed over to another shard")
+
+// Key names a custom resource of one kind.
+type Key struct {
+	GVK schema.GroupVersionKind
+	types.NamespacedName
+}
+
+// Claims tracks this shard's actions in flight per custom resource, so that it hands a
+// resource over only when none is, and starts none after. A handed-over resource is remembered
+// until it comes back (Reclaim): a reconcile that began before the handover may still try an
+// action on it, however late.
+type Claims struct {
+	mu       sync.Mutex
+	inflight map[Key]int
+	released map[Key]bool
+}
+
+// NewClaims returns an empty registry.
+func NewClaims() *Claims {
+	return &Claims{inflight: map[Key]int{}, released: map[Key]bool{}}
+}
+
+// Begin starts an action on k, unless k was handed over and this shard is not about to claim
+// it again (claiming); End must follow.
+func (c *Claims) Begin(k Key, claiming bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released[k] && !claiming {
+		return ErrHandedOver
+	}
+	c.inflight[k]++
+	return nil
+}
+
+// End ends an action Begin started.
+func (c *Claims) End(k Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight[k]--; c.inflight[k] <= 0 {
+		delete(c.inflight, k)
+	}
+}
+
+// Release marks k handed over if no action is in flight on it, and reports whether it did.
+func (c *Claims) Release(k Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight[k] > 0 {
+		return false
+	}
+	c.released[k] = true
+	return true
+}
+
+// Reclaim lets actions on k begin again: this shard owns it (again).
+func (c *Claims) Reclaim(k Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.released, k)
+}
+
+// Len is how many resources are handed over or have actions in flight.
+func (c *Claims) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inflight) + len(c.released)
 }

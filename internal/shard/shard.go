@@ -21,9 +21,12 @@ package shard
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"slices"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -106,11 +109,36 @@ func Owner(obj client.Object) string { return obj.GetLabels()[OwnerLabel] }
 func (s Shard) InFleet(id string) bool { return id == DefaultID || slices.Contains(s.Fleet, id) }
 
 // ClaimedByOther reports whether another shard of the fleet acts on obj: this shard must not
-// touch it. A claim naming no shard of the fleet is stale (a shard since removed).
+// touch it. A claim naming no shard of the fleet is stale (a shard since removed). Unsharded,
+// the fleet is the default shard alone, this one: no claim names another.
 func (s Shard) ClaimedByOther(obj client.Object) bool {
-	if !s.Sharded() {
-		return false
-	}
 	o := Owner(obj)
 	return o != "" && o != s.ID() && s.InFleet(o)
+}
+
+// Liveness reports whether the shard named id runs: its leader holds its Lease. A claim that
+// names a shard outside this process's --shards is stale only if that shard does not run;
+// if it does, the shards disagree on the fleet, and taking its resources over would let two
+// shards act on one.
+type Liveness func(ctx context.Context, id string) (bool, error)
+
+// LeaseLiveness reads shard Leases from the apiserver: namespace and base are this process's
+// leader election namespace and Lease name (Shard.LeaseName derives each shard's). A Lease is
+// held while it names a holder and its last renewal is less than two lease durations old, by
+// this process's clock: the margin covers clocks that disagree by up to a lease duration, and
+// errs towards "runs" (a takeover waits, none happens twice).
+func LeaseLiveness(r client.Reader, namespace, base string, now func() time.Time) Liveness {
+	return func(ctx context.Context, id string) (bool, error) {
+		lease := &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: namespace, Name: Shard{Name: id}.LeaseName(base)}
+		if err := r.Get(ctx, key, lease); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		s := lease.Spec
+		renewed := cmp.Or(s.RenewTime, s.AcquireTime) // the last renewal, else the acquisition
+		if s.HolderIdentity == nil || *s.HolderIdentity == "" || s.LeaseDurationSeconds == nil || renewed == nil {
+			return false, nil
+		}
+		return now().Before(renewed.Add(2 * time.Duration(*s.LeaseDurationSeconds) * time.Second)), nil
+	}
 }
