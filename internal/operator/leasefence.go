@@ -18,7 +18,7 @@
 // duration leaves the difference for requests already on the wire.
 //
 // What it cannot close: a request checked just before the freeze and sent just after. Release
-// records are also written with optimistic concurrency (package releasestore), so that such a
+// records are also written with optimistic concurrency (helmconfig.Store), so that such a
 // straggler cannot overwrite a newer record.
 
 package operator
