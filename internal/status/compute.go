@@ -46,10 +46,7 @@ func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) 
 	for _, c := range computed.Conditions {
 		conditions = withCondition(conditions, c, now)
 	}
-	for _, t := range computed.Absent {
-		conditions = withoutConditions(conditions, []string{t})
-	}
-	out[names.StatusConditions] = conditions
+	out[names.StatusConditions] = withoutConditions(conditions, computed.Absent)
 	return out
 }
 

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	release "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -139,11 +141,10 @@ func TestParseManifest(t *testing.T) {
 		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\n" +
 		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n"
 	clusterScoped := func(gvk schema.GroupVersionKind) bool { return gvk.Kind != "ClusterRole" }
-	m := NewManifestRefs()
-	if _, err := m.Learn(keyOf("ns", "cr"), manifest, clusterScoped); err != nil {
+	refs, err := ParseManifest(manifest, "ns", clusterScoped)
+	if err != nil {
 		t.Fatal(err)
 	}
-	refs, _ := m.Known(keyOf("ns", "cr"))
 	want := map[string]string{"ConfigMap/a": "ns", "ClusterRole/r": "", "Deployment/d": "other"}
 	if len(refs) != len(want) {
 		t.Fatalf("refs %v", refs)
@@ -153,11 +154,42 @@ func TestParseManifest(t *testing.T) {
 			t.Errorf("ref %v in namespace %q", r, r.Namespace)
 		}
 	}
-	if m.Size() != 1 {
+}
+
+// A release's objects are remembered with its generation, parsed again only when its manifest
+// changes, and forgotten with it.
+func TestAppliedRemembersTheReleaseObjects(t *testing.T) {
+	a := NewAppliedGenerations(func(schema.GroupVersionKind) bool { return true })
+	cr := &unstructured.Unstructured{}
+	cr.SetNamespace("ns")
+	cr.SetName("cr")
+	cr.SetUID("u1")
+	cr.SetGeneration(2)
+	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+	if err := a.Applied(cr, &release.Release{Manifest: manifest}); err != nil {
+		t.Fatal(err)
+	}
+	key := keyOf("ns", "cr")
+	if refs, known := a.Objects(key); !known || len(refs) != 1 || refs[0].String() != "ConfigMap/a" || refs[0].Namespace != "ns" {
+		t.Errorf("objects %v (known %v), want ConfigMap/a in ns", refs, known)
+	}
+	if g, ok := a.Generation(key, "u1"); !ok || g != 2 {
+		t.Errorf("generation %d (%v), want 2", g, ok)
+	}
+	if _, ok := a.Generation(key, "u2"); ok {
+		t.Error("the generation of another incarnation of the resource was taken")
+	}
+	if err := a.Applied(cr, &release.Release{Manifest: manifest + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if refs, _ := a.Objects(key); len(refs) != 2 {
+		t.Errorf("objects %v after the manifest changed, want two", refs)
+	}
+	if a.Len() != 1 {
 		t.Error("not remembered")
 	}
-	m.Forget(keyOf("ns", "cr"))
-	if m.Size() != 0 {
+	a.Forget(key)
+	if _, known := a.Objects(key); known || a.Len() != 0 {
 		t.Error("not forgotten")
 	}
 }

@@ -36,12 +36,6 @@ import (
 	"github.com/example/myproxy-operator/internal/names"
 )
 
-// Filler brings a status about to be written up to date with the fields it owns (the
-// Reconciler).
-type Filler interface {
-	Fill(ctx context.Context, u *unstructured.Unstructured)
-}
-
 // PluginWrites prepares the status Updates of gvk's objects: they keep the status fields the
 // updater does not own, as cached reads them, and then fill (when not nil) brings them up to
 // date. They are carried over only from the cached object of the same resourceVersion as the
@@ -52,7 +46,9 @@ type Filler interface {
 type PluginWrites struct {
 	Cached client.Reader
 	GVK    schema.GroupVersionKind
-	Fill   Filler
+	// Fill brings a status about to be written up to date with the fields it owns
+	// (Reconciler.Fill).
+	Fill func(ctx context.Context, u *unstructured.Unstructured)
 }
 
 // Prepare makes obj, a status Update of the updater, what is sent, and reports whether it
@@ -69,7 +65,7 @@ func (p PluginWrites) Prepare(ctx context.Context, obj client.Object) (changes b
 		carryOver(cached, u)
 	}
 	if p.Fill != nil {
-		p.Fill.Fill(ctx, u)
+		p.Fill(ctx, u)
 	}
 	return cached == nil || !sameStatus(cached, u)
 }
