@@ -11,6 +11,7 @@ import (
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,7 +24,7 @@ import (
 
 // AppliedGenerations remembers, per custom resource, the metadata.generation that the Helm reconciler
 // last applied successfully, which becomes status.observedGeneration, and the objects of the
-// release it applied (Objects). It is filled by a post hook of the Helm reconciler, which
+// release it applied. It is filled by a post hook of the Helm reconciler, which
 // runs after every successful install, upgrade or reconcile, before the reconciler writes its
 // Deployed condition. After a restart it fills again: the reconciler reconciles every resource
 // on start. The status follows those objects, and a status update follows every change of a
@@ -63,9 +64,7 @@ func NewAppliedGenerations(namespaced func(schema.GroupVersionKind) bool) *Appli
 func (o *AppliedGenerations) Applied(obj *unstructured.Unstructured, rel *release.Release) error {
 	key := client.ObjectKeyFromObject(obj)
 	now := applied{uid: obj.GetUID(), generation: obj.GetGeneration(), digest: sha256.Sum256([]byte(rel.Manifest))}
-	o.mu.Lock()
-	was, known := o.applied[key]
-	o.mu.Unlock()
+	was, known := o.last(key)
 	now.refs = was.refs
 	if !known || was.digest != now.digest {
 		// Parsed outside the lock, which holds up no other resource: the Helm reconciler
@@ -92,21 +91,13 @@ func (o *AppliedGenerations) Applied(obj *unstructured.Unstructured, rel *releas
 	return nil
 }
 
-// Generation returns the last applied generation of a resource, if any.
-func (o *AppliedGenerations) Generation(key types.NamespacedName, uid types.UID) (int64, bool) {
+// last returns what was last applied to a custom resource, if anything was since the process
+// started.
+func (o *AppliedGenerations) last(key types.NamespacedName) (applied, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	a, ok := o.applied[key]
-	return a.generation, ok && a.uid == uid
-}
-
-// Objects returns the objects of the release last applied to a custom resource, if any was
-// applied since the process started.
-func (o *AppliedGenerations) Objects(key types.NamespacedName) ([]Ref, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	a, ok := o.applied[key]
-	return a.refs, ok
+	return a, ok
 }
 
 // Forget drops a resource that is being deleted or gone.
@@ -155,15 +146,15 @@ func ParseManifest(manifest, namespace string, namespaced func(schema.GroupVersi
 	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	refs := make([]Ref, 0, len(keys))
 	for _, k := range keys {
-		var h objectHeader
+		var h metav1.PartialObjectMetadata // what is read of each object
 		if err := yaml.Unmarshal([]byte(docs[k]), &h); err != nil {
 			return nil, fmt.Errorf("release manifest: %w", err)
 		}
 		if h.Kind == "" {
 			continue
 		}
-		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Metadata.Namespace, Name: h.Metadata.Name,
-			Managed: h.Metadata.Labels[names.ManagedLabel]}
+		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Namespace, Name: h.Name,
+			Managed: h.Labels[names.ManagedLabel]}
 		switch {
 		case !namespaced(ref.GVK):
 			ref.Namespace = ""
@@ -173,15 +164,4 @@ func ParseManifest(manifest, namespace string, namespaced func(schema.GroupVersi
 		refs = append(refs, ref)
 	}
 	return refs, nil
-}
-
-// objectHeader is what Learn reads of each object of a manifest.
-type objectHeader struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name      string            `json:"name"`
-		Namespace string            `json:"namespace"`
-		Labels    map[string]string `json:"labels"`
-	} `json:"metadata"`
 }

@@ -26,7 +26,7 @@ func conditionOf(t *testing.T, status map[string]any, conditionType string) map[
 	return nil
 }
 
-var ownReplicasAndURL = Own{Fields: []string{"replicas", "url"}, Conditions: []string{names.ConditionReady}}
+var declaredReplicasAndURL = []string{"replicas", "url"}
 
 func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
 	current := map[string]any{
@@ -36,7 +36,7 @@ func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
 		"foreign":         "kept",
 	}
 	gen := int64(4)
-	got := Apply(current, ownReplicasAndURL, Computed{
+	got := Apply(current, declaredReplicasAndURL, Computed{
 		Fields:             map[string]any{"replicas": int64(3)},
 		Conditions:         []chartapi.ConditionValue{{Type: "Ready", Status: "True", Reason: "ObjectsReady"}},
 		ObservedGeneration: &gen,
@@ -66,15 +66,15 @@ func TestConditionKeepsTransitionTimeWhileUnchanged(t *testing.T) {
 	ready := func(status string) Computed {
 		return Computed{Conditions: []chartapi.ConditionValue{{Type: "Ready", Status: status, Reason: "R"}}}
 	}
-	first := Apply(deployed, ownReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(100, 0)))
-	later := Apply(first, ownReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(200, 0)))
+	first := Apply(deployed, declaredReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(100, 0)))
+	later := Apply(first, declaredReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(200, 0)))
 	if a, b := conditionOf(t, first, "Ready")["lastTransitionTime"], conditionOf(t, later, "Ready")["lastTransitionTime"]; a != b {
 		t.Errorf("lastTransitionTime moved from %v to %v without a status change", a, b)
 	}
 	if _, ok := later["observedGeneration"]; ok {
 		t.Error("observedGeneration must stay unset while unknown")
 	}
-	flipped := Apply(later, ownReplicasAndURL, ready("False"), metav1.NewTime(time.Unix(300, 0)))
+	flipped := Apply(later, declaredReplicasAndURL, ready("False"), metav1.NewTime(time.Unix(300, 0)))
 	if c := conditionOf(t, flipped, "Ready"); c["lastTransitionTime"] == conditionOf(t, later, "Ready")["lastTransitionTime"] {
 		t.Error("lastTransitionTime must move when the status changes")
 	}
@@ -170,26 +170,24 @@ func TestAppliedRemembersTheReleaseObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := keyOf("ns", "cr")
-	if refs, known := a.Objects(key); !known || len(refs) != 1 || refs[0].String() != "ConfigMap/a" || refs[0].Namespace != "ns" {
+	last, known := a.last(key)
+	if refs := last.refs; !known || len(refs) != 1 || refs[0].String() != "ConfigMap/a" || refs[0].Namespace != "ns" {
 		t.Errorf("objects %v (known %v), want ConfigMap/a in ns", refs, known)
 	}
-	if g, ok := a.Generation(key, "u1"); !ok || g != 2 {
-		t.Errorf("generation %d (%v), want 2", g, ok)
-	}
-	if _, ok := a.Generation(key, "u2"); ok {
-		t.Error("the generation of another incarnation of the resource was taken")
+	if last.uid != "u1" || last.generation != 2 {
+		t.Errorf("generation %d of %s, want 2 of u1", last.generation, last.uid)
 	}
 	if err := a.Applied(cr, &release.Release{Manifest: manifest + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n"}); err != nil {
 		t.Fatal(err)
 	}
-	if refs, _ := a.Objects(key); len(refs) != 2 {
-		t.Errorf("objects %v after the manifest changed, want two", refs)
+	if last, _ := a.last(key); len(last.refs) != 2 {
+		t.Errorf("objects %v after the manifest changed, want two", last.refs)
 	}
 	if a.Len() != 1 {
 		t.Error("not remembered")
 	}
 	a.Forget(key)
-	if _, known := a.Objects(key); known || a.Len() != 0 {
+	if _, known := a.last(key); known || a.Len() != 0 {
 		t.Error("not forgotten")
 	}
 }

@@ -60,30 +60,18 @@ func (p PluginWrites) Prepare(ctx context.Context, obj client.Object) (changes b
 		return true
 	}
 	unstructured.RemoveNestedField(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
-	cached := p.cachedAt(ctx, u)
-	if cached != nil {
+	// The cached object is shared with the cache: only read it.
+	cached := &unstructured.Unstructured{}
+	cached.SetGroupVersionKind(p.GVK)
+	err := p.Cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy)
+	atVersion := err == nil && u.GetResourceVersion() != "" && cached.GetResourceVersion() == u.GetResourceVersion()
+	if atVersion {
 		carryOver(cached, u)
 	}
 	if p.Fill != nil {
 		p.Fill(ctx, u)
 	}
-	return cached == nil || !sameStatus(cached, u)
-}
-
-// cachedAt returns the cached object of u's resourceVersion, or nil when the cache cannot answer
-// or holds another version. It is shared with the cache: only read it.
-func (p PluginWrites) cachedAt(ctx context.Context, u *unstructured.Unstructured) *unstructured.Unstructured {
-	version := u.GetResourceVersion()
-	if version == "" || p.Cached == nil {
-		return nil
-	}
-	cached := &unstructured.Unstructured{}
-	cached.SetGroupVersionKind(p.GVK)
-	if err := p.Cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy); err != nil ||
-		cached.GetResourceVersion() != version {
-		return nil
-	}
-	return cached
+	return !atVersion || !sameStatus(cached, u)
 }
 
 // sameStatus reports whether a and b have the same status, as JSON (maps serialise with sorted

@@ -69,7 +69,6 @@ type Reconciler struct {
 	// the RolloutHeld condition until the hold ends (package rollout).
 	Held func(types.NamespacedName) (string, bool)
 
-	own        Own
 	objects    cache.Cache // the manager's cache, unfiltered
 	controller controller.Controller
 	owned      handler.EventHandler
@@ -79,8 +78,7 @@ type Reconciler struct {
 // Nudge has the controller compute a resource's status again, as a change of it would; it
 // shares the queue of Applied's wake-ups, and blocks while that is full.
 func (r *Reconciler) Nudge(key types.NamespacedName) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(r.GVK)
+	u := &unstructured.Unstructured{} // the queue reads only its namespace and name
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
 	r.Applied.events <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: u}
@@ -90,7 +88,6 @@ func (r *Reconciler) Nudge(key types.NamespacedName) {
 // release, or the Helm reconciler's progress (Applied: the generations it has applied) changes. selector limits it to the
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
-	r.own = OwnOf(r.Declaration.Kind.Status)
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
@@ -100,10 +97,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	if err != nil {
 		return err
 	}
-	changed := ChangedBeyondStatusWrites(r.own)
-	forPredicates := []predicate.Predicate{selected, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return changed(e.ObjectOld, e.ObjectNew)
-	}}}
+	forPredicates := []predicate.Predicate{selected, ChangedBeyondStatusWrites(r.Declaration.Kind.Status)}
 	r.objects = caches.Unfiltered(mgr.GetCache())
 	namespaced, err := apiutil.IsGVKNamespaced(r.GVK, mgr.GetRESTMapper())
 	if err != nil {
@@ -233,10 +227,10 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 			computed.Absent = []string{names.ConditionRolloutHeld}
 		}
 	}
-	if generation, ok := r.Applied.Generation(key, obj.GetUID()); ok {
-		computed.ObservedGeneration = &generation
+	if last, ok := r.Applied.last(key); ok && last.uid == obj.GetUID() {
+		computed.ObservedGeneration = &last.generation
 	}
-	return current, Apply(current, r.own, computed, metav1.Now()), nil
+	return current, Apply(current, r.Declaration.Kind.Status.FieldNames(), computed, metav1.Now()), nil
 }
 
 // releaseObjects reads the objects of the deployed release, as the Helm reconciler's post hook
@@ -261,12 +255,12 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 // yet), each read with get (nil, nil: not found) unless it is opaque or outside the namespaces
 // the operator's caches hold.
 func (r *Reconciler) readObjects(key types.NamespacedName, get func(Ref) (map[string]any, error)) ([]ReleaseObject, bool, error) {
-	refs, known := r.Applied.Objects(key)
+	last, known := r.Applied.last(key)
 	if !known {
 		return nil, false, nil
 	}
-	out := make([]ReleaseObject, 0, len(refs))
-	for _, ref := range refs {
+	out := make([]ReleaseObject, 0, len(last.refs))
+	for _, ref := range last.refs {
 		_, watched := r.Namespaces[ref.Namespace]
 		o := ReleaseObject{Ref: ref, Unfollowed: r.Namespaces != nil && ref.Namespace != "" && !watched}
 		if !ref.Opaque() && !o.Unfollowed {
@@ -284,8 +278,8 @@ func (r *Reconciler) readObjects(key types.NamespacedName, get func(Ref) (map[st
 // objects as reader (the apiserver) has them now: a cache may not have seen the release's last
 // upgrade yet, and would call a Deployment that has not started rolling out ready. Every
 // condition the chart declares to gate rollouts (gatesRollout in kind.yaml) must be True over
-// those objects too. It returns why not when it is not.
-func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key types.NamespacedName) (bool, string, error) {
+// those objects too. It returns why the release is not Ready, or "" when it is.
+func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key types.NamespacedName) (string, error) {
 	objects, known, err := r.readObjects(key, func(ref Ref) (map[string]any, error) {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(ref.GVK)
@@ -296,29 +290,29 @@ func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key ty
 	})
 	switch {
 	case err != nil:
-		return false, "", err
+		return "", err
 	case !known:
-		return false, "its objects are not known yet", nil
+		return "its objects are not known yet", nil
 	}
 	if c := Ready(true, objects); c.Status != "True" {
-		return false, c.Message, nil
+		return c.Message, nil // never empty: it names the objects not ready
 	}
 	declared := r.Declaration.Kind.Status.Conditions
 	if !slices.ContainsFunc(declared, func(c chartapi.Condition) bool { return c.GatesRollout }) {
-		return true, "", nil
+		return "", nil
 	}
 	self := &unstructured.Unstructured{}
 	self.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, key, self); err != nil {
-		return false, "", err
+		return "", err
 	}
 	// Evaluate returns the declared conditions in their order; the first failing gate is named.
 	for i, c := range r.Declaration.Evaluate(self.Object, lives(objects)).Conditions {
 		if declared[i].GatesRollout && c.Status != "True" {
-			return false, fmt.Sprintf("condition %s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message), nil
+			return fmt.Sprintf("condition %s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message), nil
 		}
 	}
-	return true, "", nil
+	return "", nil
 }
 
 // Namespaced tells, from mapper, whether a kind is namespaced; a kind it does not know is

@@ -85,8 +85,7 @@ func statusReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.
 	}
 	watches := &watchRecorder{}
 	r := &Reconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: NewAppliedGenerations(Namespaced(mapper)),
-		own: OwnOf(decl.Kind.Status), objects: readerCache{reader: c},
-		controller: watches}
+		objects: readerCache{reader: c}, controller: watches}
 	return r, c, watches
 }
 
