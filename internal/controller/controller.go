@@ -245,7 +245,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		// Its status writes keep and bring up to date the fields the status Reconciler owns
 		// (status.PluginWrites), and its finalizer is stored under operator-sdk's name
 		// (reconcilerclient.go).
-		reconciler.WithClient(reconcilerClient(mgr.GetClient(), gvk, status.PluginWrites{Cached: mgr.GetCache(), GVK: gvk, Fill: statusReconciler})),
+		reconciler.WithClient(reconcilerClient(mgr.GetClient(), gvk, status.PluginWrites{Cached: mgr.GetCache(), GVK: gvk, Fill: statusReconciler.Fill})),
 		// The action client renders the kind's chart with Helm 4; the reconciler holds its metadata.
 		reconciler.WithChart(actionclient.ReconcilerChart(w.Chart)),
 		// The action client sets them into the values; the reconciler validates them and reports
@@ -303,8 +303,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	sh.remembered.Add([]RememberedStore{
 		{Map: "status_generations", GVK: gvk, Forget: func(k shard.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
-		// Forgotten with the generations.
-		{Map: "status_manifests", GVK: gvk, Len: applied.Manifests.Size},
+		// The parsed manifests, kept and forgotten with the generations.
+		{Map: "status_manifests", GVK: gvk, Len: applied.Len},
 	}...)
 	if digests != nil {
 		sh.remembered.Add(RememberedStore{Map: "release_digests", GVK: gvk, Forget: digests.Forget, Len: digests.Len})

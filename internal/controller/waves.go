@@ -77,7 +77,7 @@ func newGate(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared
 		}
 		return out, nil
 	}
-	gate.Ready = func(ctx context.Context, key types.NamespacedName) (bool, string, error) {
+	gate.Ready = func(ctx context.Context, key types.NamespacedName) (string, error) {
 		return st.ReadyLive(ctx, mgr.GetAPIReader(), key)
 	}
 	gate.Wake = func(key types.NamespacedName) { sh.queues.Add(gvk, key) }

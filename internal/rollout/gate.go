@@ -28,8 +28,8 @@ type Gate struct {
 	Store    StateStore
 	// Fleet lists the custom resources this process reconciles (its shard, the watch's selector).
 	Fleet func(ctx context.Context) ([]client.Object, error)
-	// Ready tells whether a release is Ready now, from its live objects.
-	Ready func(ctx context.Context, key types.NamespacedName) (bool, string, error)
+	// Ready tells why a release is not Ready now, from its live objects: "" when it is.
+	Ready func(ctx context.Context, key types.NamespacedName) (string, error)
 	// Wake has the Helm reconciler reconcile a resource; Nudge has the status controller write
 	// its status again.
 	Wake, Nudge func(types.NamespacedName)
@@ -81,7 +81,7 @@ func (g *Gate) Holds(obj client.Object, specChanged bool) bool {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m, ok := g.state.Members[key.String()]; ok && g.loaded {
+	if m, ok := g.state.Members[key.String()]; ok { // no member before the state is loaded
 		return g.state.Halted != "" && m.Phase == PhaseAdmitted
 	}
 	return !g.loaded || g.state.Halted != "" || !specChanged
@@ -92,25 +92,30 @@ func (g *Gate) Holds(obj client.Object, specChanged bool) bool {
 func (g *Gate) Decided(obj client.Object, held bool) {
 	key := client.ObjectKeyFromObject(obj)
 	g.mu.Lock()
-	if g.seen != nil {
-		g.seen[key] = true
-	}
+	g.see(key)
 	_, was := g.held[key]
 	_, member := g.state.Members[key.String()]
-	waits := held && !was && !(member && g.loaded) // a member of a wave waits where it is
+	waits := held && !was && !member // a member of a wave waits where it is
 	switch {
 	case waits:
 		g.held[key] = labels.Set(obj.GetLabels())
 	case !held:
 		delete(g.held, key)
 	}
-	nudge := waits && g.state.Halted != "" && g.Nudge != nil
+	nudge := waits && g.state.Halted != ""
 	g.mu.Unlock()
 	if nudge {
 		g.Nudge(key) // its status says why it waits
 	}
-	if held && !(member && g.loaded) {
+	if held && !member {
 		g.wakeRunner()
+	}
+}
+
+// see records that key was decided, while the first wave waits for the whole fleet to be.
+func (g *Gate) see(key types.NamespacedName) {
+	if g.seen != nil {
+		g.seen[key] = true
 	}
 }
 
@@ -118,9 +123,7 @@ func (g *Gate) Decided(obj client.Object, held bool) {
 func (g *Gate) UpToDate(obj client.Object) {
 	key := client.ObjectKeyFromObject(obj)
 	g.mu.Lock()
-	if g.seen != nil {
-		g.seen[key] = true
-	}
+	g.see(key)
 	delete(g.held, key)
 	if m, ok := g.state.Members[key.String()]; ok && m.Phase == PhaseAdmitted {
 		g.setPhase(key, m, PhaseUpgraded, "")
@@ -133,9 +136,7 @@ func (g *Gate) UpToDate(obj client.Object) {
 func (g *Gate) Upgraded(obj client.Object, err error) {
 	key := client.ObjectKeyFromObject(obj)
 	g.mu.Lock()
-	if g.seen != nil {
-		g.seen[key] = true
-	}
+	g.see(key)
 	delete(g.held, key)
 	m, ok := g.state.Members[key.String()]
 	judged := ok && (m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded) // else not in a wave (a spec change, an override)
@@ -162,10 +163,8 @@ func (g *Gate) setPhase(key types.NamespacedName, m Member, p Phase, message str
 func (g *Gate) Held(key types.NamespacedName) (string, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state.Halted == "" {
-		return "", false
-	}
-	if _, held := g.held[key]; !held && g.state.Members[key.String()].Phase != PhaseAdmitted {
+	_, held := g.held[key]
+	if g.state.Halted == "" || (!held && g.state.Members[key.String()].Phase != PhaseAdmitted) {
 		return "", false
 	}
 	return fmt.Sprintf("this release stays on the chart it has: the rollout of chart %.12s %s; a new chart restarts "+
@@ -263,10 +262,10 @@ func (g *Gate) step(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	now := time.Now()
-	if g.seen != nil && now.Sub(g.started) > g.Settings.Timeout {
+	if g.seen != nil && now.Sub(g.started) >= g.Settings.Timeout {
 		g.seen = nil // the first wave no longer waits for the fleet to be seen
 	}
-	resumed, resumeHandled := g.resume(now)
+	resumed, resumeHandled := g.resume()
 	g.judge(verdicts, now)
 	halted := g.haltPastBudget()
 	var admitted []types.NamespacedName
@@ -335,7 +334,7 @@ func (g *Gate) RequestResume(request string) {
 // counts anew; it returns them, and whether there was a request to handle (its handling is
 // saved at once). A request that finds the rollout running is only recorded as handled: it was
 // meant for a halt that is over.
-func (g *Gate) resume(now time.Time) (again []types.NamespacedName, handled bool) {
+func (g *Gate) resume() (again []types.NamespacedName, handled bool) {
 	if g.resumeRequest == "" || g.resumeRequest == g.state.Resumed {
 		return nil, false
 	}
@@ -346,10 +345,9 @@ func (g *Gate) resume(now time.Time) (again []types.NamespacedName, handled bool
 	}
 	g.state.Halted = ""
 	for _, k := range slices.Sorted(maps.Keys(g.state.Members)) {
-		if m := g.state.Members[k]; m.Phase == PhaseFailed {
-			m.Phase, m.Since, m.Message = PhaseAdmitted, metav1.NewTime(now), ""
-			g.state.Members[k] = m
-			again = append(again, keyOf(k))
+		if key, m := keyOf(k), g.state.Members[k]; m.Phase == PhaseFailed {
+			g.setPhase(key, m, PhaseAdmitted, "")
+			again = append(again, key)
 		}
 	}
 	return again, true
@@ -372,12 +370,9 @@ func (g *Gate) readHealth(ctx context.Context) (verdicts map[types.NamespacedNam
 	g.mu.Unlock()
 	verdicts = map[types.NamespacedName]string{}
 	for _, key := range waiting {
-		ok, why, err := g.Ready(ctx, key)
+		why, err := g.Ready(ctx, key)
 		if err != nil {
 			return nil, poll, err
-		}
-		if ok {
-			why = ""
 		}
 		verdicts[key] = why
 	}
@@ -445,22 +440,21 @@ func (g *Gate) waveDone() bool {
 }
 
 // admit opens the next wave over the held releases. The first waits until every resource of
-// the fleet has been decided once since the start (or the timeout passed), so that it is chosen
-// from the whole fleet and not from whichever releases were reconciled first.
+// the fleet has been decided once since the start (or the timeout passed: step forgets seen
+// then), so that it is chosen from the whole fleet and not from whichever releases were
+// reconciled first.
 func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName, error) {
 	if len(g.held) == 0 {
 		return nil, nil
 	}
 	if g.seen != nil {
-		if now.Sub(g.started) < g.Settings.Timeout {
-			fleet, err := g.Fleet(ctx)
-			if err != nil {
-				return nil, err
-			}
-			for _, o := range fleet {
-				if !g.seen[client.ObjectKeyFromObject(o)] && o.GetDeletionTimestamp() == nil {
-					return nil, nil
-				}
+		fleet, err := g.Fleet(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range fleet {
+			if !g.seen[client.ObjectKeyFromObject(o)] && o.GetDeletionTimestamp() == nil {
+				return nil, nil
 			}
 		}
 		g.seen = nil

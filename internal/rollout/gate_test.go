@@ -72,8 +72,11 @@ func newFixture(t *testing.T, names ...string) *fixture {
 		}
 		return out, nil
 	}
-	g.Ready = func(_ context.Context, key types.NamespacedName) (bool, string, error) {
-		return f.ready[key.Name], "Deployment/" + key.Name + ": not available", nil
+	g.Ready = func(_ context.Context, key types.NamespacedName) (string, error) {
+		if f.ready[key.Name] {
+			return "", nil
+		}
+		return "Deployment/" + key.Name + ": not available", nil
 	}
 	g.Wake = func(key types.NamespacedName) {
 		// A wave's releases may upgrade only once it is saved.

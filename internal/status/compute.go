@@ -23,16 +23,13 @@ type Computed struct {
 	ObservedGeneration *int64
 }
 
-// Apply returns current with this package's part replaced by computed: own names the declared
+// Apply returns current with this package's part replaced by computed: fields names the declared
 // fields (those without a value are removed); every other field and condition (the Helm
 // reconciler's conditions, deployedRelease) is kept. A condition keeps its transition time while
-// its status does not change.
-func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) map[string]any {
+// its status does not change. current is a status the Helm reconciler wrote: never nil.
+func Apply(current map[string]any, fields []string, computed Computed, now metav1.Time) map[string]any {
 	out := runtime.DeepCopyJSON(current)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for _, name := range own.Fields {
+	for _, name := range fields {
 		if v, ok := computed.Fields[name]; ok {
 			out[name] = v
 		} else {
@@ -46,10 +43,7 @@ func Apply(current map[string]any, own Own, computed Computed, now metav1.Time) 
 	for _, c := range computed.Conditions {
 		conditions = withCondition(conditions, c, now)
 	}
-	for _, t := range computed.Absent {
-		conditions = withoutConditions(conditions, []string{t})
-	}
-	out[names.StatusConditions] = conditions
+	out[names.StatusConditions] = withoutConditions(conditions, computed.Absent)
 	return out
 }
 
@@ -64,31 +58,26 @@ func Deployed(status map[string]any) bool {
 	return false
 }
 
-// withCondition sets one condition in a status.conditions list, keeping the others and the
-// transition time when the status did not change.
+// withCondition sets one condition in a status.conditions list (Apply's copy, changed in place),
+// keeping the others and the transition time when the status did not change.
 func withCondition(items []any, c chartapi.ConditionValue, now metav1.Time) []any {
-	out := make([]any, 0, len(items)+1)
 	next := map[string]any{
 		"type": c.Type, "status": c.Status, "reason": c.Reason, "message": c.Message,
 		"lastTransitionTime": now.UTC().Format("2006-01-02T15:04:05Z"),
 	}
 	replaced := false
-	for _, item := range items {
-		m, ok := item.(map[string]any)
-		if !ok || m["type"] != c.Type {
-			out = append(out, item)
-			continue
+	for i, item := range items {
+		if m, ok := item.(map[string]any); ok && m["type"] == c.Type {
+			if m["status"] == c.Status && m["lastTransitionTime"] != nil {
+				next["lastTransitionTime"] = m["lastTransitionTime"]
+			}
+			items[i], replaced = next, true
 		}
-		if m["status"] == c.Status && m["lastTransitionTime"] != nil {
-			next["lastTransitionTime"] = m["lastTransitionTime"]
-		}
-		out = append(out, next)
-		replaced = true
 	}
 	if !replaced {
-		out = append(out, next)
+		items = append(items, next)
 	}
-	return out
+	return items
 }
 
 // maxListed bounds how many objects the Ready message names.
@@ -110,15 +99,12 @@ func Ready(isDeployed bool, objects []ReleaseObject) chartapi.ConditionValue {
 	}
 	var failed, waiting, unfollowed []string
 	for _, o := range objects {
-		if o.Unfollowed {
-			unfollowed = append(unfollowed, o.Ref.GVK.Kind+" "+o.Ref.Namespace+"/"+o.Ref.Name)
-			continue
-		}
 		status, message := objectStatus(o)
-		switch status {
-		case kstatus.CurrentStatus:
-			continue
-		case kstatus.FailedStatus:
+		switch {
+		case o.Unfollowed:
+			unfollowed = append(unfollowed, o.Ref.GVK.Kind+" "+o.Ref.Namespace+"/"+o.Ref.Name)
+		case status == kstatus.CurrentStatus: // ready
+		case status == kstatus.FailedStatus:
 			failed = append(failed, o.Ref.String()+": "+message)
 		default:
 			waiting = append(waiting, o.Ref.String()+": "+message)

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	release "helm.sh/helm/v4/pkg/release/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -24,7 +26,7 @@ func conditionOf(t *testing.T, status map[string]any, conditionType string) map[
 	return nil
 }
 
-var ownReplicasAndURL = Own{Fields: []string{"replicas", "url"}, Conditions: []string{names.ConditionReady}}
+var declaredReplicasAndURL = []string{"replicas", "url"}
 
 func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
 	current := map[string]any{
@@ -34,7 +36,7 @@ func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
 		"foreign":         "kept",
 	}
 	gen := int64(4)
-	got := Apply(current, ownReplicasAndURL, Computed{
+	got := Apply(current, declaredReplicasAndURL, Computed{
 		Fields:             map[string]any{"replicas": int64(3)},
 		Conditions:         []chartapi.ConditionValue{{Type: "Ready", Status: "True", Reason: "ObjectsReady"}},
 		ObservedGeneration: &gen,
@@ -64,15 +66,15 @@ func TestConditionKeepsTransitionTimeWhileUnchanged(t *testing.T) {
 	ready := func(status string) Computed {
 		return Computed{Conditions: []chartapi.ConditionValue{{Type: "Ready", Status: status, Reason: "R"}}}
 	}
-	first := Apply(deployed, ownReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(100, 0)))
-	later := Apply(first, ownReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(200, 0)))
+	first := Apply(deployed, declaredReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(100, 0)))
+	later := Apply(first, declaredReplicasAndURL, ready("True"), metav1.NewTime(time.Unix(200, 0)))
 	if a, b := conditionOf(t, first, "Ready")["lastTransitionTime"], conditionOf(t, later, "Ready")["lastTransitionTime"]; a != b {
 		t.Errorf("lastTransitionTime moved from %v to %v without a status change", a, b)
 	}
 	if _, ok := later["observedGeneration"]; ok {
 		t.Error("observedGeneration must stay unset while unknown")
 	}
-	flipped := Apply(later, ownReplicasAndURL, ready("False"), metav1.NewTime(time.Unix(300, 0)))
+	flipped := Apply(later, declaredReplicasAndURL, ready("False"), metav1.NewTime(time.Unix(300, 0)))
 	if c := conditionOf(t, flipped, "Ready"); c["lastTransitionTime"] == conditionOf(t, later, "Ready")["lastTransitionTime"] {
 		t.Error("lastTransitionTime must move when the status changes")
 	}
@@ -139,11 +141,10 @@ func TestParseManifest(t *testing.T) {
 		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\n" +
 		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n"
 	clusterScoped := func(gvk schema.GroupVersionKind) bool { return gvk.Kind != "ClusterRole" }
-	m := NewManifestRefs()
-	if _, err := m.Learn(keyOf("ns", "cr"), manifest, clusterScoped); err != nil {
+	refs, err := ParseManifest(manifest, "ns", clusterScoped)
+	if err != nil {
 		t.Fatal(err)
 	}
-	refs, _ := m.Known(keyOf("ns", "cr"))
 	want := map[string]string{"ConfigMap/a": "ns", "ClusterRole/r": "", "Deployment/d": "other"}
 	if len(refs) != len(want) {
 		t.Fatalf("refs %v", refs)
@@ -153,11 +154,40 @@ func TestParseManifest(t *testing.T) {
 			t.Errorf("ref %v in namespace %q", r, r.Namespace)
 		}
 	}
-	if m.Size() != 1 {
+}
+
+// A release's objects are remembered with its generation, parsed again only when its manifest
+// changes, and forgotten with it.
+func TestAppliedRemembersTheReleaseObjects(t *testing.T) {
+	a := NewAppliedGenerations(func(schema.GroupVersionKind) bool { return true })
+	cr := &unstructured.Unstructured{}
+	cr.SetNamespace("ns")
+	cr.SetName("cr")
+	cr.SetUID("u1")
+	cr.SetGeneration(2)
+	manifest := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n"
+	if err := a.Applied(cr, &release.Release{Manifest: manifest}); err != nil {
+		t.Fatal(err)
+	}
+	key := keyOf("ns", "cr")
+	last, known := a.last(key)
+	if refs := last.refs; !known || len(refs) != 1 || refs[0].String() != "ConfigMap/a" || refs[0].Namespace != "ns" {
+		t.Errorf("objects %v (known %v), want ConfigMap/a in ns", refs, known)
+	}
+	if last.uid != "u1" || last.generation != 2 {
+		t.Errorf("generation %d of %s, want 2 of u1", last.generation, last.uid)
+	}
+	if err := a.Applied(cr, &release.Release{Manifest: manifest + "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := a.last(key); len(last.refs) != 2 {
+		t.Errorf("objects %v after the manifest changed, want two", last.refs)
+	}
+	if a.Len() != 1 {
 		t.Error("not remembered")
 	}
-	m.Forget(keyOf("ns", "cr"))
-	if m.Size() != 0 {
+	a.Forget(key)
+	if _, known := a.last(key); known || a.Len() != 0 {
 		t.Error("not forgotten")
 	}
 }

@@ -36,12 +36,6 @@ import (
 	"github.com/example/myproxy-operator/internal/names"
 )
 
-// Filler brings a status about to be written up to date with the fields it owns (the
-// Reconciler).
-type Filler interface {
-	Fill(ctx context.Context, u *unstructured.Unstructured)
-}
-
 // PluginWrites prepares the status Updates of gvk's objects: they keep the status fields the
 // updater does not own, as cached reads them, and then fill (when not nil) brings them up to
 // date. They are carried over only from the cached object of the same resourceVersion as the
@@ -52,7 +46,9 @@ type Filler interface {
 type PluginWrites struct {
 	Cached client.Reader
 	GVK    schema.GroupVersionKind
-	Fill   Filler
+	// Fill brings a status about to be written up to date with the fields it owns
+	// (Reconciler.Fill).
+	Fill func(ctx context.Context, u *unstructured.Unstructured)
 }
 
 // Prepare makes obj, a status Update of the updater, what is sent, and reports whether it
@@ -64,30 +60,18 @@ func (p PluginWrites) Prepare(ctx context.Context, obj client.Object) (changes b
 		return true
 	}
 	unstructured.RemoveNestedField(u.Object, "status", names.StatusDeployedRelease, names.DeployedReleaseManifest)
-	cached := p.cachedAt(ctx, u)
-	if cached != nil {
+	// The cached object is shared with the cache: only read it.
+	cached := &unstructured.Unstructured{}
+	cached.SetGroupVersionKind(p.GVK)
+	err := p.Cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy)
+	atVersion := err == nil && u.GetResourceVersion() != "" && cached.GetResourceVersion() == u.GetResourceVersion()
+	if atVersion {
 		carryOver(cached, u)
 	}
 	if p.Fill != nil {
-		p.Fill.Fill(ctx, u)
+		p.Fill(ctx, u)
 	}
-	return cached == nil || !sameStatus(cached, u)
-}
-
-// cachedAt returns the cached object of u's resourceVersion, or nil when the cache cannot answer
-// or holds another version. It is shared with the cache: only read it.
-func (p PluginWrites) cachedAt(ctx context.Context, u *unstructured.Unstructured) *unstructured.Unstructured {
-	version := u.GetResourceVersion()
-	if version == "" || p.Cached == nil {
-		return nil
-	}
-	cached := &unstructured.Unstructured{}
-	cached.SetGroupVersionKind(p.GVK)
-	if err := p.Cached.Get(ctx, client.ObjectKeyFromObject(u), cached, client.UnsafeDisableDeepCopy); err != nil ||
-		cached.GetResourceVersion() != version {
-		return nil
-	}
-	return cached
+	return !atVersion || !sameStatus(cached, u)
 }
 
 // sameStatus reports whether a and b have the same status, as JSON (maps serialise with sorted

@@ -95,7 +95,8 @@ func sends(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Un
 }
 
 // sendsFilled is sends with fill bringing the written status up to date.
-func sendsFilled(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured, fill Filler) []map[string]any {
+func sendsFilled(t *testing.T, cached *unstructured.Unstructured, obj *unstructured.Unstructured,
+	fill func(context.Context, *unstructured.Unstructured)) []map[string]any {
 	t.Helper()
 	s := &sent{}
 	if err := pluginWrite(writer{status: s}, PluginWrites{Cached: cachedAt{obj: cached}, GVK: pluginGVK, Fill: fill}, obj); err != nil {
@@ -191,11 +192,11 @@ func TestOtherKindsAreSentAsBuilt(t *testing.T) {
 	}
 }
 
-// fillURL is a Filler that sets status.url, as the Reconciler sets the fields a chart declares.
-type fillURL string
-
-func (f fillURL) Fill(_ context.Context, u *unstructured.Unstructured) {
-	_ = unstructured.SetNestedField(u.Object, string(f), "status", "url")
+// fillURL returns a fill that sets status.url, as the Reconciler sets the fields a chart declares.
+func fillURL(url string) func(context.Context, *unstructured.Unstructured) {
+	return func(_ context.Context, u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, url, "status", "url")
+	}
 }
 
 // The updater's write carries what the Reconciler would write next, over the fields carried

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -70,11 +69,7 @@ type Reconciler struct {
 	// the RolloutHeld condition until the hold ends (package rollout).
 	Held func(types.NamespacedName) (string, bool)
 
-	own        Own
-	sharded    bool        // Shard.Sharded()
-	managed    string      // Shard.ManagedValue()
 	objects    cache.Cache // the manager's cache, unfiltered
-	scheme     *runtime.Scheme
 	controller controller.Controller
 	owned      handler.EventHandler
 	watched    sync.Map // schema.GroupVersionKind -> struct{}: kinds whose changes wake this controller
@@ -83,8 +78,7 @@ type Reconciler struct {
 // Nudge has the controller compute a resource's status again, as a change of it would; it
 // shares the queue of Applied's wake-ups, and blocks while that is full.
 func (r *Reconciler) Nudge(key types.NamespacedName) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(r.GVK)
+	u := &unstructured.Unstructured{} // the queue reads only its namespace and name
 	u.SetNamespace(key.Namespace)
 	u.SetName(key.Name)
 	r.Applied.events <- event.TypedGenericEvent[*unstructured.Unstructured]{Object: u}
@@ -94,9 +88,6 @@ func (r *Reconciler) Nudge(key types.NamespacedName) {
 // release, or the Helm reconciler's progress (Applied: the generations it has applied) changes. selector limits it to the
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
-	r.own = OwnOf(r.Declaration.Kind.Status)
-	r.sharded, r.managed = r.Shard.Sharded(), r.Shard.ManagedValue()
-	r.scheme = mgr.GetScheme()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
@@ -106,10 +97,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	if err != nil {
 		return err
 	}
-	changed := ChangedBeyondStatusWrites(r.own)
-	forPredicates := []predicate.Predicate{selected, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return changed(e.ObjectOld, e.ObjectNew)
-	}}}
+	forPredicates := []predicate.Predicate{selected, ChangedBeyondStatusWrites(r.Declaration.Kind.Status)}
 	r.objects = caches.Unfiltered(mgr.GetCache())
 	namespaced, err := apiutil.IsGVKNamespaced(r.GVK, mgr.GetRESTMapper())
 	if err != nil {
@@ -135,7 +123,7 @@ func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
 	if _, done := r.watched.LoadOrStore(gvk, struct{}{}); done {
 		return nil
 	}
-	if err := r.controller.Watch(source.Kind(r.objects, caches.ReleaseObject(r.scheme, gvk), r.owned)); err != nil {
+	if err := r.controller.Watch(source.Kind(r.objects, caches.ReleaseObject(r.Scheme(), gvk), r.owned)); err != nil {
 		r.watched.Delete(gvk)
 		return err
 	}
@@ -149,9 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Applied.Forget(req.NamespacedName)
-			if r.Gone != nil {
-				r.Gone(req.NamespacedName)
-			}
+			r.Gone(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -195,7 +181,7 @@ func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
 // nil desired where it must not write: another shard's resource, one the Helm reconciler has not
 // reached, or a release whose objects this process does not know yet.
 func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured) (current, desired map[string]any, err error) {
-	if r.sharded && r.Shard.ClaimedByOther(obj) {
+	if r.Shard.ClaimedByOther(obj) {
 		return nil, nil, nil // that shard writes its status
 	}
 	current, _, _ = unstructured.NestedMap(obj.Object, "status")
@@ -219,7 +205,7 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 		}
 		objects = objs
 		if slices.ContainsFunc(objects, func(o ReleaseObject) bool {
-			return o.Ref.Managed != "" && o.Ref.Managed != r.managed
+			return o.Ref.Managed != "" && o.Ref.Managed != r.Shard.ManagedValue()
 		}) {
 			// Handed over from another shard, whose label the objects still carry: this cache
 			// holds none of them until this shard's first upgrade relabels them, and the
@@ -241,10 +227,10 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 			computed.Absent = []string{names.ConditionRolloutHeld}
 		}
 	}
-	if generation, ok := r.Applied.Generation(key, obj.GetUID()); ok {
-		computed.ObservedGeneration = &generation
+	if last, ok := r.Applied.last(key); ok && last.uid == obj.GetUID() {
+		computed.ObservedGeneration = &last.generation
 	}
-	return current, Apply(current, r.own, computed, metav1.Now()), nil
+	return current, Apply(current, r.Declaration.Kind.Status.FieldNames(), computed, metav1.Now()), nil
 }
 
 // releaseObjects reads the objects of the deployed release, as the Helm reconciler's post hook
@@ -256,7 +242,7 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 		if err := r.watch(ref.GVK); err != nil {
 			return nil, err
 		}
-		live := caches.ReleaseObject(r.scheme, ref.GVK)
+		live := caches.ReleaseObject(r.Scheme(), ref.GVK)
 		err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
 		if err != nil {
 			return nil, client.IgnoreNotFound(err)
@@ -269,12 +255,12 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 // yet), each read with get (nil, nil: not found) unless it is opaque or outside the namespaces
 // the operator's caches hold.
 func (r *Reconciler) readObjects(key types.NamespacedName, get func(Ref) (map[string]any, error)) ([]ReleaseObject, bool, error) {
-	refs, known := r.Applied.Manifests.Known(key)
+	last, known := r.Applied.last(key)
 	if !known {
 		return nil, false, nil
 	}
-	out := make([]ReleaseObject, 0, len(refs))
-	for _, ref := range refs {
+	out := make([]ReleaseObject, 0, len(last.refs))
+	for _, ref := range last.refs {
 		_, watched := r.Namespaces[ref.Namespace]
 		o := ReleaseObject{Ref: ref, Unfollowed: r.Namespaces != nil && ref.Namespace != "" && !watched}
 		if !ref.Opaque() && !o.Unfollowed {
@@ -290,9 +276,10 @@ func (r *Reconciler) readObjects(key types.NamespacedName, get func(Ref) (map[st
 
 // ReadyLive tells whether a release is Ready by the rules of the Ready condition, over its
 // objects as reader (the apiserver) has them now: a cache may not have seen the release's last
-// upgrade yet, and would call a Deployment that has not started rolling out ready. It returns
-// why not when it is not.
-func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key types.NamespacedName) (bool, string, error) {
+// upgrade yet, and would call a Deployment that has not started rolling out ready. Every
+// condition the chart declares to gate rollouts (gatesRollout in kind.yaml) must be True over
+// those objects too. It returns why the release is not Ready, or "" when it is.
+func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key types.NamespacedName) (string, error) {
 	objects, known, err := r.readObjects(key, func(ref Ref) (map[string]any, error) {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(ref.GVK)
@@ -303,39 +290,29 @@ func (r *Reconciler) ReadyLive(ctx context.Context, reader client.Reader, key ty
 	})
 	switch {
 	case err != nil:
-		return false, "", err
+		return "", err
 	case !known:
-		return false, "its objects are not known yet", nil
+		return "its objects are not known yet", nil
 	}
 	if c := Ready(true, objects); c.Status != "True" {
-		return false, c.Message, nil
+		return c.Message, nil // never empty: it names the objects not ready
 	}
-	return r.gatesPass(ctx, key, objects)
-}
-
-// gatesPass tells whether every condition the chart declares to gate rollouts (gatesRollout in
-// kind.yaml) is True over these objects, or names the first that is not.
-func (r *Reconciler) gatesPass(ctx context.Context, key types.NamespacedName, objects []ReleaseObject) (bool, string, error) {
-	gates := map[string]bool{}
-	for _, c := range r.Declaration.Kind.Status.Conditions {
-		if c.GatesRollout {
-			gates[c.Type] = true
-		}
-	}
-	if len(gates) == 0 {
-		return true, "", nil
+	declared := r.Declaration.Kind.Status.Conditions
+	if !slices.ContainsFunc(declared, func(c chartapi.Condition) bool { return c.GatesRollout }) {
+		return "", nil
 	}
 	self := &unstructured.Unstructured{}
 	self.SetGroupVersionKind(r.GVK)
 	if err := r.Get(ctx, key, self); err != nil {
-		return false, "", err
+		return "", err
 	}
-	for _, c := range r.Declaration.Evaluate(self.Object, lives(objects)).Conditions {
-		if gates[c.Type] && c.Status != "True" {
-			return false, fmt.Sprintf("condition %s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message), nil
+	// Evaluate returns the declared conditions in their order; the first failing gate is named.
+	for i, c := range r.Declaration.Evaluate(self.Object, lives(objects)).Conditions {
+		if declared[i].GatesRollout && c.Status != "True" {
+			return fmt.Sprintf("condition %s is %s (%s): %s", c.Type, c.Status, c.Reason, c.Message), nil
 		}
 	}
-	return true, "", nil
+	return "", nil
 }
 
 // Namespaced tells, from mapper, whether a kind is namespaced; a kind it does not know is
@@ -359,11 +336,9 @@ func lives(objects []ReleaseObject) []map[string]any {
 }
 
 // statusPatch returns the JSON merge patch (RFC 7386) that turns status current into desired,
-// or nil when they are equal.
+// or nil when they are equal. current is a stored status, never nil: desired has none for a
+// status the Helm reconciler has not written.
 func statusPatch(current, desired map[string]any) ([]byte, error) {
-	if current == nil {
-		current = map[string]any{}
-	}
 	from, err := json.Marshal(current)
 	if err != nil {
 		return nil, err
@@ -399,7 +374,8 @@ const (
 )
 
 // coalescing queues, coalesceDelay after each event, the requests of the event's objects; the
-// queue holds one entry per resource, so the events of that window share one reconcile.
+// queue holds one entry per resource, so the events of that window share one reconcile. It
+// handles the events of informers (source.Kind), which send no generic ones.
 func coalescing(requests func(client.Object) []reconcile.Request) handler.EventHandler {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
 		for _, o := range objs {
@@ -416,9 +392,6 @@ func coalescing(requests func(client.Object) []reconcile.Request) handler.EventH
 			add(q, e.ObjectOld, e.ObjectNew)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
-		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q, e.Object)
 		},
 	}

@@ -85,8 +85,7 @@ func statusReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.
 	}
 	watches := &watchRecorder{}
 	r := &Reconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: NewAppliedGenerations(Namespaced(mapper)),
-		own: OwnOf(decl.Kind.Status), objects: readerCache{reader: c}, scheme: scheme.Scheme,
-		controller: watches}
+		objects: readerCache{reader: c}, controller: watches}
 	return r, c, watches
 }
 
@@ -229,7 +228,7 @@ func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
 	written := getMyProxy(t, c, key)
 	written.Object["status"] = map[string]any{"conditions": []any{condition(names.ConditionDeployed)},
 		"deployedRelease": map[string]any{"name": "edge", "manifest": proxyManifest}}
-	if err := pluginWrite(c, PluginWrites{Cached: c, GVK: myProxyGVK, Fill: r}, written); err != nil {
+	if err := pluginWrite(c, PluginWrites{Cached: c, GVK: myProxyGVK, Fill: r.Fill}, written); err != nil {
 		t.Fatal(err)
 	}
 	got := getMyProxy(t, c, key)

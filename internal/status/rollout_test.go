@@ -44,15 +44,15 @@ func TestReadyLiveIsReadyAndTheGatingConditions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cr := myProxy(condition(names.ConditionDeployed))
 			r, c, _ := statusReconciler(t, cr, availableDeployment(tc.labels), service)
-			if ok, why, err := r.ReadyLive(context.Background(), c, key); err != nil || ok {
-				t.Fatalf("before the release's objects are known: %v, %q, %v; want not ready", ok, why, err)
+			if why, err := r.ReadyLive(context.Background(), c, key); err != nil || why == "" {
+				t.Fatalf("before the release's objects are known: %q, %v; want not ready", why, err)
 			}
 			if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
 				t.Fatal(err)
 			}
-			ok, why, err := r.ReadyLive(context.Background(), c, key)
-			if err != nil || ok != tc.ready || !strings.Contains(why, tc.why) {
-				t.Errorf("ReadyLive = %v, %q, %v; want %v, %q", ok, why, err, tc.ready, tc.why)
+			why, err := r.ReadyLive(context.Background(), c, key)
+			if err != nil || (why == "") != tc.ready || !strings.Contains(why, tc.why) {
+				t.Errorf("ReadyLive = %q, %v; want ready %v, %q", why, err, tc.ready, tc.why)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
 )
@@ -48,14 +49,14 @@ func TestChangedBeyondStatusWrites(t *testing.T) {
 		}, want: true},
 		{name: "finalizers", mutate: func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"f"}) }, want: true},
 	}
-	changed := ChangedBeyondStatusWrites(OwnOf(chartapi.Status{
+	changed := ChangedBeyondStatusWrites(chartapi.Status{
 		Fields:     map[string]chartapi.Field{"replicas": {}, "readyReplicas": {}, "url": {}},
 		Conditions: []chartapi.Condition{{Type: "Available"}},
-	}))
+	})
 	for _, c := range cases {
 		old, updated := base(), base()
 		c.mutate(updated)
-		if got := changed(old, updated); got != c.want {
+		if got := changed.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: updated}); got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
 		}
 		if old.GetResourceVersion() != "1" {

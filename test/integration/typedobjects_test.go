@@ -63,9 +63,7 @@ func TestStatusOverTypedObjectsIsStatusOverUnstructured(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		manifests := status.NewManifestRefs()
-		_, err = manifests.Learn(client.ObjectKeyFromObject(self), rel.Manifest, namespaced)
-		refs, _ := manifests.Known(client.ObjectKeyFromObject(self))
+		refs, err := status.ParseManifest(rel.Manifest, self.GetNamespace(), namespaced)
 		if err != nil || len(refs) == 0 {
 			t.Fatalf("%s: %d objects in the manifest (%v)", stage.name, len(refs), err)
 		}
