@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -44,51 +45,43 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 // is reported in the Irreconcilable condition, a revision made by hand with `helm upgrade` is
 // set back at once. The operator's own record writes wake nothing.
 func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *helmconfig.Records) reconciler.ControllerSetupFunc {
-	return func(ctrl reconciler.ControllerSetup) error {
-		return ctrl.Watch(source.Kind(records, client.Object(secretMetadata()), recordHandler{gvk: gvk, own: own}))
-	}
-}
-
-type recordHandler struct {
-	gvk schema.GroupVersionKind
-	own *helmconfig.Records
-}
-
-type requestQueue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-func (h recordHandler) Create(_ context.Context, e event.CreateEvent, q requestQueue) {
-	// The initial list brings every record once at start, when every resource is reconciled anyway.
-	if !e.IsInInitialList && !h.own.OwnWrite(client.ObjectKeyFromObject(e.Object), e.Object.GetResourceVersion()) {
-		h.enqueueOwner(e.Object, q)
-	}
-}
-
-func (h recordHandler) Update(_ context.Context, e event.UpdateEvent, q requestQueue) {
-	if !h.own.OwnWrite(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew.GetResourceVersion()) {
-		h.enqueueOwner(e.ObjectNew, q)
-	}
-}
-
-func (h recordHandler) Delete(_ context.Context, e event.DeleteEvent, q requestQueue) {
-	if !h.own.OwnDelete(client.ObjectKeyFromObject(e.Object)) {
-		h.enqueueOwner(e.Object, q)
-	}
-}
-
-func (h recordHandler) Generic(context.Context, event.GenericEvent, requestQueue) {}
-
-// enqueueOwner queues the custom resource of this kind that a record belongs to: its controller
-// (the plugins set one on every record they write), or for a record made by hand with the Helm
-// CLI, which has none, the resource named as the release.
-func (h recordHandler) enqueueOwner(record client.Object, q requestQueue) {
-	name := record.GetLabels()[names.RecordNameLabel]
-	if ref := metav1.GetControllerOf(record); ref != nil {
-		if schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind) != h.gvk {
-			return
+	wake := func(record client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if name := recordOwner(record, gvk); name != "" {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: record.GetNamespace(), Name: name}})
 		}
-		name = ref.Name
 	}
-	if name != "" {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: record.GetNamespace(), Name: name}})
+	h := handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			// The initial list brings every record once at start, when every resource is reconciled anyway.
+			if !e.IsInInitialList && !own.OwnWrite(client.ObjectKeyFromObject(e.Object), e.Object.GetResourceVersion()) {
+				wake(e.Object, q)
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if !own.OwnWrite(client.ObjectKeyFromObject(e.ObjectNew), e.ObjectNew.GetResourceVersion()) {
+				wake(e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if !own.OwnDelete(client.ObjectKeyFromObject(e.Object)) {
+				wake(e.Object, q)
+			}
+		},
 	}
+	return func(ctrl reconciler.ControllerSetup) error {
+		return ctrl.Watch(source.Kind(records, client.Object(secretMetadata()), h))
+	}
+}
+
+// recordOwner names the custom resource of kind gvk that a record belongs to: its controller
+// (the plugins set one on every record they write), or for a record made by hand with the Helm
+// CLI, which has none, the resource named as the release; "" when it is another kind's.
+func recordOwner(record client.Object, gvk schema.GroupVersionKind) string {
+	if ref := metav1.GetControllerOf(record); ref != nil {
+		if schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind) != gvk {
+			return ""
+		}
+		return ref.Name
+	}
+	return record.GetLabels()[names.RecordNameLabel]
 }
