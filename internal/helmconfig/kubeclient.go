@@ -265,49 +265,38 @@ func ownedOrAbsent(info *resource.Info, rls, namespace string) error {
 	return nil
 }
 
-// writing holds a lock per object that this process's releases are checking or writing.
-var writing = struct {
-	sync.Mutex
-	held map[string]*objectLock
-}{held: map[string]*objectLock{}}
+// writing is the objects this process's releases are checking or writing; released is
+// signalled whenever some of them are no longer.
+var (
+	writingMu sync.Mutex
+	writing   = map[string]bool{}
+	released  = sync.NewCond(&writingMu)
+)
 
-type objectLock struct {
-	sync.Mutex
-	users int // holding or waiting
-}
-
-// Lock locks the objects of objs against the writes of other releases of this process, in one
-// order whoever asks (no two callers wait for each other), and returns what unlocks them.
+// Lock locks the objects of objs against the writes of other releases of this process, and
+// returns what unlocks them. It takes them all at once, when none is held: a caller never holds
+// some while it waits for others, so no two callers wait for each other.
 func Lock(objs kube.ResourceList) (unlock func()) {
-	keys := make([]string, 0, len(objs))
+	var keys []string
 	for _, info := range objs {
 		if info.Mapping != nil {
 			keys = append(keys, info.Mapping.GroupVersionKind.GroupKind().String()+"/"+info.Namespace+"/"+info.Name)
 		}
 	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	locks := make([]*objectLock, len(keys))
-	writing.Lock()
-	for i, k := range keys {
-		if writing.held[k] == nil {
-			writing.held[k] = &objectLock{}
-		}
-		locks[i] = writing.held[k]
-		locks[i].users++
+	writingMu.Lock()
+	defer writingMu.Unlock()
+	for slices.ContainsFunc(keys, func(k string) bool { return writing[k] }) {
+		released.Wait()
 	}
-	writing.Unlock()
-	for _, l := range locks {
-		l.Lock()
+	for _, k := range keys {
+		writing[k] = true
 	}
 	return func() {
-		writing.Lock()
-		defer writing.Unlock()
-		for i, l := range locks {
-			l.Unlock()
-			if l.users--; l.users == 0 {
-				delete(writing.held, keys[i])
-			}
+		writingMu.Lock()
+		defer writingMu.Unlock()
+		for _, k := range keys {
+			delete(writing, k)
 		}
+		released.Broadcast()
 	}
 }
