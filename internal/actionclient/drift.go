@@ -29,7 +29,8 @@ import (
 // both its past and its future, so that fields the chart does not set stay with whoever set
 // them); a release applied server-side is applied again, taking the changed fields back. Every
 // object it writes carries the release's ownership metadata, as Helm writes it. An object
-// whose drift is nothing is not written, nor one another release owns (helmconfig.Guard).
+// whose drift is nothing is not written, nor one another release owns (helmconfig.Owns, checked
+// under helmconfig.Lock).
 func (r *reconcile) correctDrift(rel *release.Release) error {
 	objs, err := r.cfg.KubeClient.Build(strings.NewReader(rel.Manifest), false)
 	if err != nil {

@@ -22,51 +22,32 @@ import (
 )
 
 // Filter decides which events of a kind reach the handlers; a nil func lets every event of
-// that type through.
+// that type through. Deletes always pass.
 type Filter struct {
 	Add    func(obj any) bool
 	Update func(oldObj, newObj any) bool
-	Delete func(obj any) bool
-}
-
-// statusAndVersion is what helm-operator-plugins' dependent predicate ignores in an update of a
-// release object: status and resourceVersion (and the status's managed fields; the caches keep
-// none).
-var statusAndVersion = Ignore{
-	"status":   nil,
-	"metadata": Ignore{"resourceVersion": nil, "managedFields": nil},
-}
-
-// bookkeeping adds what the cluster's controllers keep for themselves on objects a chart
-// rendered: the Deployment controller's revision annotation, written once on every new
-// Deployment. Changing it is not drift (a reconcile would find nothing to correct).
-var bookkeeping = Ignore{
-	"status":   nil,
-	"metadata": Ignore{"resourceVersion": nil, "managedFields": nil, "annotations": Ignore{"deployment.kubernetes.io/revision": nil}},
 }
 
 // ReleaseObjectUpdates drops updates of release objects that change only status and
 // resourceVersion (the plugins' own rule) and, with ignoreBookkeeping (the fast path
 // "bookkeeping"), only bookkeeping.
 func ReleaseObjectUpdates(ignoreBookkeeping bool) func(oldObj, newObj any) bool {
-	ignore := statusAndVersion
+	// What helm-operator-plugins' dependent predicate ignores in an update of a release object:
+	// status and resourceVersion (and the managed fields; the caches keep none).
+	metadata := Ignore{"resourceVersion": nil, "managedFields": nil}
 	if ignoreBookkeeping {
-		ignore = bookkeeping
+		// Bookkeeping is what the cluster's controllers keep for themselves on objects a chart
+		// rendered: the Deployment controller's revision annotation, written once on every new
+		// Deployment. Changing it is not drift (a reconcile would find nothing to correct).
+		metadata["annotations"] = Ignore{"deployment.kubernetes.io/revision": nil}
 	}
+	ignore := Ignore{"status": nil, "metadata": metadata}
 	return func(oldObj, newObj any) bool {
-		o, ok1 := asMap(oldObj)
-		n, ok2 := asMap(newObj)
-		return !ok1 || !ok2 || !Equal(o, n, ignore)
+		// The content of an unstructured object is its own (read only here), not a copy.
+		o, err1 := runtime.DefaultUnstructuredConverter.ToUnstructured(oldObj)
+		n, err2 := runtime.DefaultUnstructuredConverter.ToUnstructured(newObj)
+		return err1 != nil || err2 != nil || !Equal(o, n, ignore)
 	}
-}
-
-// asMap returns the content of an object: itself when unstructured (read only), else converted.
-func asMap(obj any) (map[string]any, bool) {
-	if u, ok := obj.(runtime.Unstructured); ok {
-		return u.UnstructuredContent(), true
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	return m, err == nil
 }
 
 // Unfiltered returns the cache that c filters (c itself when it filters nothing), for
@@ -133,10 +114,11 @@ func (c *filteringCache) GetInformerForKind(ctx context.Context, gvk schema.Grou
 }
 
 func (c *filteringCache) wrap(gvk schema.GroupVersionKind, i cache.Informer) cache.Informer {
-	if f, ok := c.filters[gvk]; ok {
-		return &filteringInformer{Informer: i, filter: f}
+	f, ok := c.filters[gvk]
+	if !ok {
+		f = c.releaseObjects
 	}
-	return &filteringInformer{Informer: i, filter: c.releaseObjects}
+	return &filteringInformer{Informer: i, filter: f}
 }
 
 type filteringInformer struct {
@@ -169,11 +151,7 @@ func (f Filter) around(h toolscache.ResourceEventHandler) toolscache.ResourceEve
 				h.OnUpdate(oldObj, newObj)
 			}
 		},
-		DeleteFunc: func(obj any) {
-			if f.Delete == nil || f.Delete(obj) {
-				h.OnDelete(obj)
-			}
-		},
+		DeleteFunc: h.OnDelete,
 	}
 }
 

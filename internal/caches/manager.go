@@ -41,11 +41,10 @@ func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard
 		byObject[cr] = cache.ByObject{Label: sel}
 		filters[w.GroupVersionKind] = CustomResources(s.ClaimedByOther)
 	}
-	opts := cache.Options{
+	return cache.Options{
 		DefaultNamespaces:    namespaces,
 		DefaultLabelSelector: names.ManagedSelector(s.ManagedValue()),
 		DefaultTransform:     StripManagedFields,
 		ByObject:             byObject,
-	}
-	return opts, NewCache(filters, Filter{Update: ReleaseObjectUpdates(ignoreBookkeeping)})
+	}, NewCache(filters, Filter{Update: ReleaseObjectUpdates(ignoreBookkeeping)})
 }

@@ -20,9 +20,7 @@ import (
 // there: every watch event of every cached custom resource passes through here.
 func StripManagedFields(in any) (any, error) {
 	if u, ok := in.(*unstructured.Unstructured); ok {
-		if meta, ok := u.Object["metadata"].(map[string]any); ok {
-			delete(meta, "managedFields")
-		}
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 		return in, nil
 	}
 	return cache.TransformStripManagedFields()(in)

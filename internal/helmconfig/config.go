@@ -143,7 +143,7 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	wrapped := &kubeClient{Client: kc, configs: c, release: obj.GetName(), releaseNS: ns}
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.Records,
-		absences: !deleting, pooled: c.Pooled, seen: map[string]seenAs{}, checkNew: wrapped.confineHooks}
+		absences: !deleting, pooled: c.Pooled, seen: map[string]metav1.Preconditions{}, checkNew: wrapped.confineHooks}
 	if gone != nil {
 		// Nothing may act for the tenant any more: the uninstall finds no release, the reconciler
 		// lets the custom resource go, and the garbage collector removes the release's objects and
@@ -202,12 +202,8 @@ func (c *Configs) Refresh() (bool, error) {
 	if err := c.learnLocked(); err != nil {
 		return false, err
 	}
-	var b strings.Builder
-	b.WriteString(c.caps.KubeVersion.Version)
-	for _, v := range slices.Sorted(slices.Values(c.caps.APIVersions)) {
-		b.WriteString("\x00" + v)
-	}
-	seen := b.String()
+	apis := slices.Sorted(slices.Values(c.caps.APIVersions))
+	seen := c.caps.KubeVersion.Version + "\x00" + strings.Join(apis, "\x00")
 	changed := c.refreshed != "" && seen != c.refreshed
 	c.refreshed = seen
 	return changed, nil
@@ -360,18 +356,15 @@ func ParsePath(path string) (Read, bool) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	var gv schema.GroupVersion
 	switch {
-	case len(parts) >= 2 && parts[0] == "api":
+	case len(parts) >= 3 && parts[0] == "api":
 		gv, parts = schema.GroupVersion{Version: parts[1]}, parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
+	case len(parts) >= 4 && parts[0] == "apis":
 		gv, parts = schema.GroupVersion{Group: parts[1], Version: parts[2]}, parts[3:]
 	default:
-		return Read{}, false
+		return Read{}, false // not under a group version's resources: discovery, /version...
 	}
-	rd := Read{}
-	switch {
-	case len(parts) == 0:
-		return Read{}, false
-	case parts[0] == "namespaces" && len(parts) >= 3:
+	var rd Read
+	if parts[0] == "namespaces" && len(parts) >= 3 {
 		rd.Namespace, parts = parts[1], parts[2:]
 	}
 	rd.Resource = gv.WithResource(parts[0])

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/names"
@@ -62,17 +63,14 @@ func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) 
 // already builds and re-serialises every rendered manifest through this client, so the label
 // lands in the manifest stored in the release at no cost.
 func label(objs kube.ResourceList, value string) error {
-	return objs.Visit(func(info *resource.Info, err error) error {
-		if err != nil {
-			return err
-		}
+	for _, info := range objs {
 		m, err := meta.Accessor(info.Object)
 		if err != nil {
 			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
 		}
 		m.SetLabels(labels.Merge(m.GetLabels(), labels.Set{names.ManagedLabel: value}))
-		return nil
-	})
+	}
+	return nil
 }
 
 // confine refuses the first object of objs outside the release's reach.
@@ -105,21 +103,35 @@ func (c *kubeClient) confineHooks(rls *rspb.Release) error {
 
 // Create implements kube.Interface: it creates nothing another release owns.
 func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
-	var res *kube.Result
-	return res, Guard(objs, c.release, c.releaseNS, func() (err error) {
-		res, err = c.Client.Create(objs, opts...)
-		return err
-	})
+	defer Lock(objs)()
+	if err := c.noneOwnedByOthers(objs); err != nil {
+		return nil, err
+	}
+	return c.Client.Create(objs, opts...)
 }
 
 // Update implements kube.Interface: of the objects it creates (those original has not), none
 // may be another release's.
 func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
-	res := &kube.Result{}
-	return res, Guard(target.Difference(original), c.release, c.releaseNS, func() (err error) {
-		res, err = c.Client.Update(original, target, opts...)
-		return err
-	})
+	created := target.Difference(original)
+	defer Lock(created)()
+	if err := c.noneOwnedByOthers(created); err != nil {
+		return &kube.Result{}, err
+	}
+	return c.Client.Update(original, target, opts...)
+}
+
+// noneOwnedByOthers returns an error naming the first object of objs that exists and belongs
+// to another release. Its callers hold Lock(objs) from the check through their write, so that
+// within this process the check and the write of an object are one step: two releases that
+// render the same object, written at the same moment, never both take it.
+func (c *kubeClient) noneOwnedByOthers(objs kube.ResourceList) error {
+	for _, info := range objs {
+		if err := ownedOrAbsent(info, c.release, c.releaseNS); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Delete implements kube.Interface: it leaves the objects another release owns as they are (a
@@ -162,51 +174,40 @@ func (p ownerReferences) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
 		return nil, err
 	}
 	out := &bytes.Buffer{}
-	return out, objs.Visit(func(info *resource.Info, err error) error {
-		if err != nil {
-			return err
-		}
+	for _, info := range objs {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(info.Object)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		u := &unstructured.Unstructured{Object: m}
 		byRef, err := CanOwn(p.mapper, p.owner, u)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if byRef && !manifestutil.HasResourcePolicyKeep(u.GetAnnotations()) {
 			u.SetOwnerReferences(append(u.GetOwnerReferences(), *metav1.NewControllerRef(p.owner, p.owner.GetObjectKind().GroupVersionKind())))
 		} else if err := sdkhandler.SetOwnerAnnotations(p.owner, u); err != nil {
-			return err
+			return nil, err
 		}
 		data, err := yaml.Marshal(u.Object)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		out.WriteString("---\n")
 		out.Write(data)
-		return nil
-	})
+	}
+	return out, nil
 }
 
 // CanOwn reports whether dependent can carry an owner reference to owner: a namespaced owner
 // owns only objects of its own namespace; a cluster-scoped one owns any.
 func CanOwn(mapper meta.RESTMapper, owner, dependent client.Object) (bool, error) {
-	clusterScoped := func(o client.Object) (bool, error) {
-		gvk := o.GetObjectKind().GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return false, err
-		}
-		return m.Scope.Name() == meta.RESTScopeNameRoot, nil
+	ownerNamespaced, err := apiutil.IsGVKNamespaced(owner.GetObjectKind().GroupVersionKind(), mapper)
+	if err != nil || !ownerNamespaced {
+		return err == nil, err // a cluster-scoped owner owns any
 	}
-	ownerCluster, err := clusterScoped(owner)
-	if err != nil || ownerCluster {
-		return ownerCluster, err
-	}
-	dependentCluster, err := clusterScoped(dependent)
-	if err != nil || dependentCluster {
+	dependentNamespaced, err := apiutil.IsGVKNamespaced(dependent.GetObjectKind().GroupVersionKind(), mapper)
+	if err != nil || !dependentNamespaced {
 		return false, err
 	}
 	return owner.GetNamespace() == dependent.GetNamespace(), nil
@@ -248,20 +249,6 @@ func (e *OwnedError) Error() string {
 		e.Release, e.Namespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
 }
 
-// Guard runs write, which creates or sets back objs for release rls of namespace, unless one of
-// them exists and belongs to another release: then nothing is written, and the error names the
-// object and its owner. Within this process the check and the write of an object are one step:
-// two releases that render the same object, written at the same moment, never both take it.
-func Guard(objs kube.ResourceList, rls, namespace string, write func() error) error {
-	defer Lock(objs)()
-	for _, info := range objs {
-		if err := ownedOrAbsent(info, rls, namespace); err != nil {
-			return err
-		}
-	}
-	return write()
-}
-
 // ownedOrAbsent reads the object of info: nil when it does not exist or rls of namespace owns
 // it, else why not.
 func ownedOrAbsent(info *resource.Info, rls, namespace string) error {
@@ -278,49 +265,38 @@ func ownedOrAbsent(info *resource.Info, rls, namespace string) error {
 	return nil
 }
 
-// writing holds a lock per object that this process's releases are checking or writing.
-var writing = struct {
-	sync.Mutex
-	held map[string]*objectLock
-}{held: map[string]*objectLock{}}
+// writing is the objects this process's releases are checking or writing; released is
+// signalled whenever some of them are no longer.
+var (
+	writingMu sync.Mutex
+	writing   = map[string]bool{}
+	released  = sync.NewCond(&writingMu)
+)
 
-type objectLock struct {
-	sync.Mutex
-	users int // holding or waiting
-}
-
-// Lock locks the objects of objs against the writes of other releases of this process, in one
-// order whoever asks (no two callers wait for each other), and returns what unlocks them.
+// Lock locks the objects of objs against the writes of other releases of this process, and
+// returns what unlocks them. It takes them all at once, when none is held: a caller never holds
+// some while it waits for others, so no two callers wait for each other.
 func Lock(objs kube.ResourceList) (unlock func()) {
-	keys := make([]string, 0, len(objs))
+	var keys []string
 	for _, info := range objs {
 		if info.Mapping != nil {
 			keys = append(keys, info.Mapping.GroupVersionKind.GroupKind().String()+"/"+info.Namespace+"/"+info.Name)
 		}
 	}
-	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	locks := make([]*objectLock, len(keys))
-	writing.Lock()
-	for i, k := range keys {
-		if writing.held[k] == nil {
-			writing.held[k] = &objectLock{}
-		}
-		locks[i] = writing.held[k]
-		locks[i].users++
+	writingMu.Lock()
+	defer writingMu.Unlock()
+	for slices.ContainsFunc(keys, func(k string) bool { return writing[k] }) {
+		released.Wait()
 	}
-	writing.Unlock()
-	for _, l := range locks {
-		l.Lock()
+	for _, k := range keys {
+		writing[k] = true
 	}
 	return func() {
-		writing.Lock()
-		defer writing.Unlock()
-		for i, l := range locks {
-			l.Unlock()
-			if l.users--; l.users == 0 {
-				delete(writing.held, keys[i])
-			}
+		writingMu.Lock()
+		defer writingMu.Unlock()
+		for _, k := range keys {
+			delete(writing, k)
 		}
+		released.Broadcast()
 	}
 }

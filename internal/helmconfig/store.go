@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,21 +66,16 @@ type Store struct {
 	// leave its objects behind).
 	absences bool
 	pooled   bool
-	checkNew func(*rspb.Release) error
+	checkNew func(*rspb.Release) error // refuses a new record (its hooks) before it is written
 
-	mu   sync.Mutex
-	seen map[string]seenAs // record name -> how it was last seen
+	mu sync.Mutex
+	// seen is, by record name, the UID and resourceVersion a record was last seen at: the
+	// preconditions of its update (the resourceVersion) and delete.
+	seen map[string]metav1.Preconditions
 	// refused: a create was refused because the record exists; every later call of the action
 	// fails with it (RecordExistsError).
 	refused error
 }
-
-type seenAs struct {
-	uid             types.UID
-	resourceVersion string
-}
-
-var _ driver.Driver = (*Store)(nil)
 
 // Name implements driver.Driver: Helm's name of the Secrets driver.
 func (s *Store) Name() string { return driver.SecretsDriverName }
@@ -90,12 +86,10 @@ func (s *Store) foreign(secret *corev1.Secret) bool {
 	return ref != nil && ref.UID != s.owner.UID
 }
 
-func (s *Store) remember(secrets ...corev1.Secret) {
+func (s *Store) remember(secret *corev1.Secret) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, secret := range secrets {
-		s.seen[secret.Name] = seenAs{uid: secret.UID, resourceVersion: secret.ResourceVersion}
-	}
+	s.seen[secret.Name] = metav1.Preconditions{UID: &secret.UID, ResourceVersion: &secret.ResourceVersion}
 }
 
 func (s *Store) check() error {
@@ -115,19 +109,20 @@ func (s *Store) Get(key string) (release.Releaser, error) {
 	}
 	secret, err := s.secrets.Get(context.Background(), key, metav1.GetOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil, driver.ErrReleaseNotFound
-	case err != nil:
+	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("get: failed to get %q: %w", key, err)
-	case s.foreign(secret):
+	case err != nil || s.foreign(secret): // no record, or another resource's
 		return nil, driver.ErrReleaseNotFound
 	}
-	s.remember(*secret)
+	s.remember(secret)
 	rls, err := decode(secret.Data["release"])
 	if err != nil {
 		return nil, fmt.Errorf("get: failed to decode data %q: %w", key, err)
 	}
-	rls.Labels = withoutSystemLabels(secret.Labels)
+	// A release read by key carries its record's labels but for those Helm's driver sets.
+	rls.Labels = map[string]string{}
+	maps.Copy(rls.Labels, secret.Labels)
+	maps.DeleteFunc(rls.Labels, func(k, _ string) bool { return slices.Contains(driver.GetSystemLabels(), k) })
 	return rls, nil
 }
 
@@ -147,9 +142,28 @@ func (s *Store) Query(keys map[string]string) ([]release.Releaser, error) {
 	if history && s.absences && s.records.absent(s.release(name)) {
 		return nil, driver.ErrReleaseNotFound
 	}
-	rels, records, err := s.list(keys)
+	l, err := s.secrets.List(context.Background(), metav1.ListOptions{LabelSelector: labels.Set(keys).AsSelector().String()})
 	if err != nil {
 		return nil, fmt.Errorf("query: failed to query with labels: %w", err)
+	}
+	// The releases of the custom resource's records (and those of no owner), with their labels
+	// as Helm's driver lists them (system labels included). Helm's driver skips a record it
+	// cannot decode, and then answers with no release rather than none found.
+	var rels []release.Releaser
+	records := 0
+	for i := range l.Items {
+		item := &l.Items[i]
+		if s.foreign(item) {
+			continue
+		}
+		records++
+		s.remember(item)
+		rls, err := decode(item.Data["release"])
+		if err != nil {
+			continue
+		}
+		rls.Labels = item.Labels
+		rels = append(rels, rls)
 	}
 	if records == 0 {
 		return nil, driver.ErrReleaseNotFound
@@ -160,54 +174,17 @@ func (s *Store) Query(keys map[string]string) ([]release.Releaser, error) {
 	return rels, nil
 }
 
-// list returns the releases of the records of the custom resource (or of no owner) that the
-// labels select, with their labels as Helm's driver lists them (system labels included), and
-// how many records there were: Helm's driver skips a record it cannot decode, and then answers
-// with no release rather than none found.
-func (s *Store) list(selector labels.Set) ([]release.Releaser, int, error) {
-	l, err := s.secrets.List(context.Background(), metav1.ListOptions{LabelSelector: selector.AsSelector().String()})
-	if err != nil {
-		return nil, 0, err
-	}
-	var out []release.Releaser
-	records := 0
-	for i := range l.Items {
-		item := &l.Items[i]
-		if s.foreign(item) {
-			continue
-		}
-		records++
-		s.remember(*item)
-		rls, err := decode(item.Data["release"])
-		if err != nil {
-			continue
-		}
-		rls.Labels = item.Labels
-		out = append(out, rls)
-	}
-	return out, records, nil
-}
-
 // Create implements driver.Driver.
 func (s *Store) Create(key string, rel release.Releaser) error {
-	if err := s.check(); err != nil {
+	rls, secret, err := s.record("create", key, rel, "createdAt")
+	if err != nil {
 		return err
 	}
-	rls, ok := rel.(*rspb.Release)
-	if !ok {
-		return fmt.Errorf("unsupported release type: %T", rel)
-	}
-	if s.checkNew != nil {
-		if err := s.checkNew(rls); err != nil {
-			return err
-		}
+	if err := s.checkNew(rls); err != nil {
+		return err
 	}
 	s.records.know(s.release(rls.Name))
-	secret, err := s.record(key, rls, "createdAt")
-	if err != nil {
-		return fmt.Errorf("create: failed to encode release %q: %w", rls.Name, err)
-	}
-	_, err = s.write(key, func() (*corev1.Secret, error) {
+	err = s.write(key, func() (*corev1.Secret, error) {
 		return s.secrets.Create(context.Background(), secret, metav1.CreateOptions{})
 	})
 	if !apierrors.IsAlreadyExists(err) {
@@ -229,21 +206,14 @@ func (s *Store) Create(key string, rel release.Releaser) error {
 
 // Update implements driver.Driver.
 func (s *Store) Update(key string, rel release.Releaser) error {
-	if err := s.check(); err != nil {
+	_, secret, err := s.record("update", key, rel, "modifiedAt")
+	if err != nil {
 		return err
 	}
-	rls, ok := rel.(*rspb.Release)
-	if !ok {
-		return fmt.Errorf("unsupported release type: %T", rel)
-	}
-	secret, err := s.record(key, rls, "modifiedAt")
-	if err != nil {
-		return fmt.Errorf("update: failed to encode release %q: %w", rls.Name, err)
-	}
 	s.mu.Lock()
-	secret.ResourceVersion = s.seen[key].resourceVersion
+	secret.ResourceVersion = ptr.Deref(s.seen[key].ResourceVersion, "")
 	s.mu.Unlock()
-	if _, err := s.write(key, func() (*corev1.Secret, error) {
+	if err := s.write(key, func() (*corev1.Secret, error) {
 		return s.secrets.Update(context.Background(), secret, metav1.UpdateOptions{})
 	}); err != nil {
 		return fmt.Errorf("update: failed to update: %w", err)
@@ -262,9 +232,7 @@ func (s *Store) Delete(key string) (release.Releaser, error) {
 	seen := s.seen[key]
 	s.mu.Unlock()
 	s.records.deleting(s.release(key))
-	err = s.secrets.Delete(context.Background(), key, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &seen.uid, ResourceVersion: &seen.resourceVersion}})
-	if err != nil {
+	if err := s.secrets.Delete(context.Background(), key, metav1.DeleteOptions{Preconditions: &seen}); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -275,53 +243,44 @@ func (s *Store) Delete(key string) (release.Releaser, error) {
 
 // write sends a write of a record, telling Records that it is on the wire and, after, the
 // resourceVersion it left.
-func (s *Store) write(key string, send func() (*corev1.Secret, error)) (*corev1.Secret, error) {
+func (s *Store) write(key string, send func() (*corev1.Secret, error)) error {
 	k := s.release(key)
 	s.records.sending(k)
 	out, err := send()
 	rv := ""
 	if err == nil {
-		s.remember(*out)
+		s.remember(out)
 		rv = out.ResourceVersion
 	}
 	s.records.wrote(k, rv)
-	return out, err
+	return err
 }
 
-// record is the Secret of rls, as Helm's driver builds it, controlled by the custom resource;
-// stamp is the label that takes the time of the write.
-func (s *Store) record(key string, rls *rspb.Release, stamp string) (*corev1.Secret, error) {
+// record returns the release rel and its record to write as verb (create or update): the
+// Secret Helm's driver builds, controlled by the custom resource, whose label stamp takes the
+// time of the write. It fails at once if the store refuses every write (RecordExistsError).
+func (s *Store) record(verb, key string, rel release.Releaser, stamp string) (*rspb.Release, *corev1.Secret, error) {
+	if err := s.check(); err != nil {
+		return nil, nil, err
+	}
+	rls, ok := rel.(*rspb.Release)
+	if !ok {
+		return nil, nil, fmt.Errorf("unsupported release type: %T", rel)
+	}
 	data, err := encode(rls, s.pooled)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("%s: failed to encode release %q: %w", verb, rls.Name, err)
 	}
-	lbs := maps.Clone(rls.Labels)
-	if lbs == nil {
-		lbs = map[string]string{}
-	}
+	lbs := map[string]string{}
+	maps.Copy(lbs, rls.Labels)
 	lbs[stamp] = strconv.FormatInt(time.Now().Unix(), 10)
 	lbs[names.RecordNameLabel], lbs[names.RecordOwnerLabel] = rls.Name, names.RecordOwnerHelm
 	lbs["status"], lbs["version"] = rls.Info.Status.String(), strconv.Itoa(rls.Version)
-	return &corev1.Secret{
+	return rls, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: key, Labels: lbs, OwnerReferences: []metav1.OwnerReference{s.owner}},
 		Type:       recordType,
 		Data:       map[string][]byte{"release": data},
 	}, nil
-}
-
-// systemLabels are the labels Helm's driver sets on a record; a release read by key does not
-// carry them.
-var systemLabels = []string{names.RecordNameLabel, names.RecordOwnerLabel, "status", "version", "createdAt", "modifiedAt"}
-
-func withoutSystemLabels(l map[string]string) map[string]string {
-	out := maps.Clone(l)
-	if out == nil {
-		out = map[string]string{}
-	}
-	for _, k := range systemLabels {
-		delete(out, k)
-	}
-	return out
 }
 
 var compressors = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
@@ -402,28 +361,24 @@ func (e *RecordExistsError) Error() string {
 // record is of (its name label).
 const RecordReleaseIndex = "release"
 
-// CacheIndex is the RecordIndex over records, the cache of release record metadata indexed by
-// RecordReleaseIndex. It reads the cache only once it has synced (the record watch of every
-// controller waits for that before the first reconcile).
-func CacheIndex(records cache.Cache) RecordIndex { return cacheIndex{records} }
-
-type cacheIndex struct{ records cache.Cache }
-
-func (i cacheIndex) HasRecords(namespace, release string) (bool, error) {
-	var l metav1.PartialObjectMetadataList
-	l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := i.records.List(context.Background(), &l, client.InNamespace(namespace),
-		client.MatchingFields{RecordReleaseIndex: release}); err != nil {
-		return false, err
-	}
-	return len(l.Items) > 0, nil
-}
-
 // RecordIndex tells whether the cache of release record metadata (every Secret labelled
 // owner=helm in the watched namespaces) holds a record of a release. An error means the cache
 // cannot tell.
-type RecordIndex interface {
-	HasRecords(namespace, release string) (bool, error)
+type RecordIndex func(namespace, release string) (bool, error)
+
+// CacheIndex is the RecordIndex over records, the cache of release record metadata indexed by
+// RecordReleaseIndex. It reads the cache only once it has synced (the record watch of every
+// controller waits for that before the first reconcile).
+func CacheIndex(records cache.Cache) RecordIndex {
+	return func(namespace, release string) (bool, error) {
+		var l metav1.PartialObjectMetadataList
+		l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+		if err := records.List(context.Background(), &l, client.InNamespace(namespace),
+			client.MatchingFields{RecordReleaseIndex: release}); err != nil {
+			return false, err
+		}
+		return len(l.Items) > 0, nil
+	}
 }
 
 // Records is what the operator keeps of release records across custom resources:
@@ -487,16 +442,13 @@ func (r *Records) know(release types.NamespacedName) {
 
 // absent reports whether the record cache may answer that release has no record.
 func (r *Records) absent(release types.NamespacedName) bool {
-	if r.index == nil {
-		return false
-	}
 	r.mu.Lock()
 	_, known := r.known[release]
 	r.mu.Unlock()
-	if known {
+	if known || r.index == nil {
 		return false
 	}
-	has, err := r.index.HasRecords(release.Namespace, release.Name)
+	has, err := r.index(release.Namespace, release.Name)
 	return err == nil && !has
 }
 
@@ -576,14 +528,6 @@ func (r *Records) pruneLocked() {
 		return
 	}
 	r.pruned = now
-	for k, at := range r.deletes {
-		if now.Sub(at) > ownTTL {
-			delete(r.deletes, k)
-		}
-	}
-	for k, ws := range r.writes {
-		if now.Sub(ws[len(ws)-1].at) > ownTTL {
-			delete(r.writes, k)
-		}
-	}
+	maps.DeleteFunc(r.deletes, func(_ types.NamespacedName, at time.Time) bool { return now.Sub(at) > ownTTL })
+	maps.DeleteFunc(r.writes, func(_ types.NamespacedName, ws []written) bool { return now.Sub(ws[len(ws)-1].at) > ownTTL })
 }

@@ -117,8 +117,9 @@ func (a *apiserver) Delete(_ context.Context, name string, opts metav1.DeleteOpt
 // store is the Store of custom resource uid over server.
 func store(server *apiserver, records *Records, uid types.UID) *Store {
 	yes := true
-	return &Store{secrets: server, namespace: "team", records: records, absences: true, seen: map[string]seenAs{},
-		owner: metav1.OwnerReference{APIVersion: "gateway.example.com/v1alpha1", Kind: "MyProxy", Name: "edge", UID: uid, Controller: &yes}}
+	return &Store{secrets: server, namespace: "team", records: records, absences: true, seen: map[string]metav1.Preconditions{},
+		checkNew: func(*release.Release) error { return nil },
+		owner:    metav1.OwnerReference{APIVersion: "gateway.example.com/v1alpha1", Kind: "MyProxy", Name: "edge", UID: uid, Controller: &yes}}
 }
 
 func rel(name string, version int, status common.Status) *release.Release {
@@ -359,7 +360,7 @@ func TestConcurrentEncodes(t *testing.T) {
 	}
 }
 
-// index is a RecordIndex over what the server holds, or over nothing while stale.
+// index is a RecordIndex (its HasRecords) over what the server holds, or over nothing while stale.
 type index struct {
 	server *apiserver
 	stale  bool
@@ -378,7 +379,7 @@ func (i *index) HasRecords(_, name string) (bool, error) {
 // gives, and only the reads of releases without a record are spared.
 func TestAbsencesAnswerAsTheAPIServerDoes(t *testing.T) {
 	server := newAPIServer()
-	records := NewRecords(&index{server: server})
+	records := NewRecords((&index{server: server}).HasRecords)
 	seed := store(server, NewRecords(nil), "uid")
 	for _, r := range []*release.Release{rel("edge", 1, common.StatusSuperseded), rel("edge", 2, common.StatusDeployed), rel("other", 1, common.StatusDeployed)} {
 		if err := seed.Create(key(r.Name, r.Version), r); err != nil {
@@ -423,7 +424,7 @@ func versions(rels []releasei.Releaser) []int {
 // uninstall (a custom resource being deleted) always reads the apiserver.
 func TestOwnWritesAndUninstallsReadTheAPIServer(t *testing.T) {
 	server := newAPIServer()
-	records := NewRecords(&index{server: server, stale: true})
+	records := NewRecords((&index{server: server, stale: true}).HasRecords)
 	if err := store(server, records, "uid").Create(key("edge", 1), rel("edge", 1, common.StatusDeployed)); err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +460,7 @@ func TestAStaleAbsenceRefusesTheAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := server.objs[key("edge", 1)].DeepCopy()
-	records := NewRecords(&index{server: server, stale: true})
+	records := NewRecords((&index{server: server, stale: true}).HasRecords)
 	s := store(server, records, "uid")
 	if _, err := s.Query(history("edge")); !errors.Is(err, driver.ErrReleaseNotFound) {
 		t.Fatalf("stale index: %v, want the (stale) answer that the release has no record", err)

@@ -23,8 +23,9 @@ const ReachKey = "reach"
 // Policy is what one kind's releases may touch beyond their own namespace, as an administrator
 // allowed it in watches.yaml. The zero Policy allows nothing beyond the release namespace.
 type Policy struct {
-	// ClusterScoped are the cluster-scoped kinds its charts may render, as Kind.group
-	// (ClusterRole.rbac.authorization.k8s.io; a core kind is its bare Kind, Namespace).
+	// ClusterScoped are the cluster-scoped kinds its charts may render, as Kind.group, the
+	// String of their schema.GroupKind (ClusterRole.rbac.authorization.k8s.io; a core kind is
+	// its bare Kind, Namespace).
 	ClusterScoped []string `json:"clusterScoped,omitempty"`
 	// Namespaces are the namespaces besides the custom resource's own that its charts may
 	// render into and look up in.
@@ -46,14 +47,6 @@ func (p Policy) Check() error {
 	return nil
 }
 
-// KindName is how a Policy names gk: Kind.group, or Kind for the core group.
-func KindName(gk schema.GroupKind) string {
-	if gk.Group == "" {
-		return gk.Kind
-	}
-	return gk.Kind + "." + gk.Group
-}
-
 // allowsNamespace tells whether a release in releaseNS may touch namespaced objects in ns.
 func (p Policy) allowsNamespace(releaseNS, ns string) bool {
 	return ns == releaseNS || slices.Contains(p.Namespaces, ns)
@@ -69,14 +62,13 @@ type Object struct {
 
 func (o Object) String() string {
 	name := cmp.Or(o.Name, "(list)")
-	kind := KindName(o.GroupKind)
 	switch {
 	case !o.Namespaced:
-		return fmt.Sprintf("%s %s (cluster-scoped)", kind, name)
+		return fmt.Sprintf("%s %s (cluster-scoped)", o.GroupKind, name)
 	case o.Namespace == "":
-		return fmt.Sprintf("%s %s in every namespace", kind, name)
+		return fmt.Sprintf("%s %s in every namespace", o.GroupKind, name)
 	default:
-		return fmt.Sprintf("%s %s/%s", kind, o.Namespace, name)
+		return fmt.Sprintf("%s %s/%s", o.GroupKind, o.Namespace, name)
 	}
 }
 
@@ -104,7 +96,7 @@ func (p Policy) Write(releaseNS string, o Object) error {
 	if o.Namespaced && o.Namespace != "" && p.allowsNamespace(releaseNS, o.Namespace) {
 		return nil
 	}
-	if !o.Namespaced && slices.Contains(p.ClusterScoped, KindName(o.GroupKind)) {
+	if !o.Namespaced && slices.Contains(p.ClusterScoped, o.GroupKind.String()) {
 		return nil
 	}
 	return &ReachError{Verb: "write", Object: o, ReleaseNamespace: releaseNS}

@@ -74,7 +74,7 @@ func checkReach(gk schema.GroupKind, chartPath string, p tenancy.Policy, renderi
 			if refused.Object.Namespaced {
 				allowed.Namespaces = appendNew(allowed.Namespaces, refused.Object.Namespace)
 			} else {
-				allowed.ClusterScoped = appendNew(allowed.ClusterScoped, tenancy.KindName(refused.Object.GroupKind))
+				allowed.ClusterScoped = appendNew(allowed.ClusterScoped, refused.Object.GroupKind.String())
 			}
 		}
 	}
@@ -103,7 +103,7 @@ func allowedBy(err error) string {
 	if refused.Object.Namespaced {
 		return fmt.Sprintf("%s.namespaces: [%s] would allow it", tenancy.ReachKey, refused.Object.Namespace)
 	}
-	return fmt.Sprintf("%s.clusterScoped: [%s] would allow it", tenancy.ReachKey, tenancy.KindName(refused.Object.GroupKind))
+	return fmt.Sprintf("%s.clusterScoped: [%s] would allow it", tenancy.ReachKey, refused.Object.GroupKind)
 }
 
 // appendNew appends s to list unless it holds it, keeping the list sorted.
