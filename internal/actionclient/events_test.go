@@ -51,7 +51,7 @@ func TestEventsPerAction(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			recorder := record.NewFakeRecorder(10)
 			c.outcome.Object = &unstructured.Unstructured{}
-			Events{Recorder: recorder}.Observe(c.outcome)
+			recordEvent(recorder, c.outcome)
 			var got string
 			select {
 			case got = <-recorder.Events:

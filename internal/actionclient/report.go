@@ -56,25 +56,20 @@ func (r *reconcile) report(o Outcome, start time.Time) {
 	if o.Action == ActionInstall || o.Action == ActionUpgrade || o.Action == ActionCheck {
 		o.Chart = r.c.o.Chart
 	}
-	Events{Recorder: r.c.o.Recorder}.Observe(o)
+	recordEvent(r.c.o.Recorder, o)
 	if r.c.o.Metrics != nil {
 		r.c.o.Metrics.Observe(o)
 	}
 }
 
-// Events records an Event on the custom resource for every install, upgrade and uninstall, and
-// for every failure of a Helm action. A missing release is not a failure.
-type Events struct {
-	Recorder record.EventRecorder
-}
-
-// Observe records the outcome of one Helm action.
-func (e Events) Observe(o Outcome) {
+// recordEvent records an Event on the custom resource for an install, upgrade or uninstall, and
+// for a failure of a Helm action. A missing release is not a failure.
+func recordEvent(recorder record.EventRecorder, o Outcome) {
 	warn := func(reason, format string, args ...any) {
-		e.Recorder.Eventf(o.Object, corev1.EventTypeWarning, reason, format, args...)
+		recorder.Eventf(o.Object, corev1.EventTypeWarning, reason, format, args...)
 	}
 	normal := func(reason, format string, args ...any) {
-		e.Recorder.Eventf(o.Object, corev1.EventTypeNormal, reason, format, args...)
+		recorder.Eventf(o.Object, corev1.EventTypeNormal, reason, format, args...)
 	}
 	if errors.Is(o.Err, driver.ErrReleaseNotFound) {
 		return // nothing installed yet, or already uninstalled
