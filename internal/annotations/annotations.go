@@ -5,7 +5,7 @@
 // The plugins' reconciler applies the install, upgrade and uninstall options itself once it is
 // given the annotation sets (Install, Upgrade, Uninstall); the pause annotation goes through
 // its pause handler. What the plugins lack (rollback-force, uninstall-wait, reconcile-period)
-// is read here and applied by the action client layers and a post-reconcile hook.
+// is read here and applied by the action client and a post-reconcile hook.
 package annotations
 
 import (

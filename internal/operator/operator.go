@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,7 +26,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
@@ -153,7 +153,7 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	events.Provider = mgr
+	events.mgr = mgr
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
 		return nil, err
 	}
@@ -165,17 +165,22 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	return mgr, err
 }
 
-// managerEvents lends the event recorders of the manager (its Provider, once built) to the leader
-// election lock, which is built before the manager and records Events, through
-// GetEventRecorderFor alone, only once the manager runs.
-type managerEvents struct{ recorder.Provider }
+// managerEvents lends the event recorders of the manager (once built) to the leader election
+// lock, which is built before the manager and records Events, through GetEventRecorderFor
+// alone, only once the manager runs.
+type managerEvents struct{ mgr ctrl.Manager }
 
 func (e *managerEvents) GetEventRecorderFor(name string) record.EventRecorder {
 	return lentRecorder(func() record.EventRecorder {
 		// The manager's recorder of the core/v1 Events API, which client-go's leader election
 		// records through.
-		return e.Provider.GetEventRecorderFor(name) //nolint:staticcheck // resourcelock takes a record.EventRecorder
+		return e.mgr.GetEventRecorderFor(name) //nolint:staticcheck // resourcelock takes a record.EventRecorder
 	})
+}
+
+// GetEventRecorder completes controller-runtime's recorder.Provider.
+func (e *managerEvents) GetEventRecorder(name string) events.EventRecorder {
+	return e.mgr.GetEventRecorder(name)
 }
 
 // lentRecorder records through the recorder it returns when an Event is recorded.

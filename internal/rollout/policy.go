@@ -3,7 +3,7 @@
 // budget. Upgrades that a spec change brings go at once, as before, unless a rollout is halted.
 //
 // A Gate per watch (and shard) decides, for every upgrade the Helm reconciler is about to make,
-// whether it may go now (package actionclient's Waved layer asks it); the same Gate, run by the
+// whether it may go now (package actionclient's Decide asks it, as a WaveGate); the same Gate, run by the
 // manager as a runnable, opens waves, follows the health of their releases and writes its state
 // to a ConfigMap of the operator's namespace, so that a restarted operator resumes a rollout
 // where it stood.

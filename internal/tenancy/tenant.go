@@ -5,8 +5,8 @@
 // --default-service-account), so that what a chart may do in a namespace is bounded by the RBAC
 // its tenant was given there, not by the operator's rights.
 //
-// Only Helm's object client (helm-operator-plugins' ClientRestConfigMapper) and the checks' reads
-// of Secrets (SecretReader) are impersonated: the operator keeps its own identity for its caches,
+// Only Helm's kube client and lookups (As, on the REST config they are built from) and the
+// checks' reads of Secrets (SecretReader) are impersonated: the operator keeps its own identity for its caches,
 // discovery, the release records and the custom resources' status, so tenants need no rights
 // over the operator's bookkeeping, and one informer still serves every namespace.
 //

@@ -15,7 +15,7 @@ import (
 )
 
 // Reads is what the templates of a chart (and of its subcharts and library charts) read of
-// the values, found by parsing them, as renderinputs does for .Capabilities. Paths are from the
+// the values, found by parsing them. Paths are from the
 // root chart's values: a subchart's `.Values.x` is `<subchart>.x`, its `.Values.global.x` is
 // `global.x`.
 //

@@ -20,7 +20,7 @@ var (
 	// upgrade replaces), delete, and the informers of drift correction and status.
 	manage = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	// What templates read with lookup: a get or a list, and the watch that follows what a
-	// rendering read (internal/renderinputs). Also what the operator keeps of the objects of a
+	// rendering read (actionclient.Lookups). Also what the operator keeps of the objects of a
 	// kind whose releases run as a tenant's ServiceAccount (package tenant), which writes them.
 	lookupVerbs = []string{"get", "list", "watch"}
 	// Helm sets blockOwnerDeletion on the owner references to the custom resource, which
