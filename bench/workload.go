@@ -46,10 +46,6 @@ func lookupSpec() map[string]any {
 	return s
 }
 
-func myProxy(namespace, name string) *unstructured.Unstructured {
-	return myProxyWith(namespace, name, spec())
-}
-
 func myProxyWith(namespace, name string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetAPIVersion(myProxyGVR.Group + "/" + myProxyGVR.Version)

@@ -116,7 +116,7 @@ func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 	}
 	first := h.last(t).Labels[DigestLabel]
 	k := newKind(t, h, chrt, digested())
-	q0, _, w0 := h.counts()
+	q0, w0 := h.counts()
 	r := k.begin(cr(map[string]any{"replicas": 2}))
 	for range 3 {
 		if _, err := r.get(crKey.Name); err != nil {
@@ -126,7 +126,7 @@ func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 	if _, err := r.check(); err != nil {
 		t.Fatal(err)
 	}
-	q1, _, w1 := h.counts()
+	q1, w1 := h.counts()
 	// The reconcile's one read, and the dry run's own reads of the history (last, deployed).
 	if q1-q0 > 3 || w1 != w0 {
 		t.Errorf("the reconcile began, the reconciler read three times and checked: %d history reads, %d writes; "+
@@ -139,7 +139,7 @@ func TestUpgradeRecordsTheNewDigestAndGetIsReadOnceUntilAChange(t *testing.T) {
 		t.Errorf("upgrade labelled %q, want a new digest (was %q)", d, first)
 	}
 	rel, _ := r.get(crKey.Name)
-	if q2, _, _ := h.counts(); q2 == q1 || rel.Version != 2 {
+	if q2, _ := h.counts(); q2 == q1 || rel.Version != 2 {
 		t.Errorf("read after an upgrade: revision %d, %d history reads; want a fresh read of revision 2", rel.Version, q2-q1)
 	}
 }
@@ -332,7 +332,7 @@ func TestAPendingReleaseIsUnlockedBeforeTheAction(t *testing.T) {
 			h.store(t, &release.Release{Name: "p", Namespace: "ns", Version: 2, Chart: chrt, Manifest: "kind: ConfigMap\n",
 				Info: &release.Info{Status: rcommon.StatusPendingUpgrade, LastDeployed: time.Now().Add(-10 * time.Minute)}})
 			k := newKind(t, h, chrt, Options{Unlock: tc.writer})
-			_, _, w0 := h.counts()
+			_, w0 := h.counts()
 			r, err := k.c.begin(context.Background(), cr(map[string]any{}))
 			if !tc.unlocks {
 				if err == nil || !strings.Contains(err.Error(), "is left so") {
@@ -349,7 +349,7 @@ func TestAPendingReleaseIsUnlockedBeforeTheAction(t *testing.T) {
 					t.Errorf("the reconciler read %v, %v; want the release as failed", rel, err)
 				}
 			}
-			if _, _, w := h.counts(); w != w0 || h.last(t).Info.Status != rcommon.StatusPendingUpgrade {
+			if _, w := h.counts(); w != w0 || h.last(t).Info.Status != rcommon.StatusPendingUpgrade {
 				t.Errorf("the reconcile's beginning and reads wrote %d records", w-w0)
 			}
 			if _, err := r.upgrade(actionOptions{}); err != nil {

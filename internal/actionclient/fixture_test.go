@@ -70,11 +70,11 @@ type helm struct {
 	caps *common.Capabilities
 	api  *lookupServer
 
-	mu            sync.Mutex
-	queries, gets int // history reads, and reads of one record
-	creates       int
-	updates       int
-	reads         *helmconfig.Recorder // of the last configuration
+	mu      sync.Mutex
+	queries int // history reads
+	creates int
+	updates int
+	reads   *helmconfig.Recorder // of the last configuration
 }
 
 func newHelm(t *testing.T) *helm {
@@ -121,10 +121,10 @@ func (h *helm) records() int {
 	return len(all)
 }
 
-func (h *helm) counts() (queries, gets, writes int) {
+func (h *helm) counts() (queries, writes int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.queries, h.gets, h.creates + h.updates
+	return h.queries, h.creates + h.updates
 }
 
 // counting is Helm's in-memory driver, counting what reaches it.
@@ -138,13 +138,6 @@ func (c counting) Query(l map[string]string) ([]releasei.Releaser, error) {
 	c.h.queries++
 	c.h.mu.Unlock()
 	return c.Memory.Query(l)
-}
-
-func (c counting) Get(key string) (releasei.Releaser, error) {
-	c.h.mu.Lock()
-	c.h.gets++
-	c.h.mu.Unlock()
-	return c.Memory.Get(key)
 }
 
 func (c counting) Create(key string, r releasei.Releaser) error {

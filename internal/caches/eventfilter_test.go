@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -16,7 +15,7 @@ func (h *recordingHandler) OnDelete(any)      { h.deletes++ }
 
 func TestUpdateFilter(t *testing.T) {
 	rec := &recordingHandler{}
-	var h toolscache.ResourceEventHandler = Filter{Update: func(old, new any) bool { return old != new }}.around(rec)
+	h := Filter{Update: func(old, new any) bool { return old != new }}.around(rec)
 	h.OnAdd("a", false)
 	h.OnUpdate("same", "same")
 	h.OnUpdate("old", "new")
@@ -61,14 +60,14 @@ func TestCustomResources(t *testing.T) {
 		{"an annotation", cr("a", 2), cr("a", 2, func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"pause": "true"}) }), true},
 	} {
 		rec := &recordingHandler{}
-		var h toolscache.ResourceEventHandler = CustomResources(other).around(rec)
+		h := CustomResources(other).around(rec)
 		h.OnUpdate(tc.old, tc.new)
 		if (rec.updates == 1) != tc.passes {
 			t.Errorf("%s: passed %v, want %v", tc.name, rec.updates == 1, tc.passes)
 		}
 	}
 	rec := &recordingHandler{}
-	var h toolscache.ResourceEventHandler = CustomResources(other).around(rec)
+	h := CustomResources(other).around(rec)
 	h.OnAdd(cr("b", 1), false) // dropped: b's
 	h.OnAdd(cr("a", 1), false) // passes
 	h.OnDelete(cr("b", 2))     // passes

@@ -118,7 +118,7 @@ func TestTranslateHandsNullsOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(map[string]any(vals), spec) {
+	if !reflect.DeepEqual(vals, spec) {
 		t.Errorf("values %v, want the spec %v, nulls included", vals, spec)
 	}
 }

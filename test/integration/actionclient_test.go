@@ -441,11 +441,10 @@ func TestTheActionClientKeepsItsPromisesUnderThePluginsReconciler(t *testing.T) 
 	}
 	// reconciled waits for a reconcile that began after the first n calls to reach its end: the
 	// drift correction (Reconcile) that ends every reconcile of a deployed, unchanged release.
-	reconciled := func(n int, what string) []call {
+	reconciled := func(n int, what string) {
 		t.Helper()
-		var seen []call
 		harness.Eventually(t, timeout, what, func(context.Context) (bool, string) {
-			seen = p.since(n)
+			seen := p.since(n)
 			for _, c := range seen {
 				if c.layer == layerReconciler && c.method == "Reconcile" {
 					return true, ""
@@ -453,7 +452,6 @@ func TestTheActionClientKeepsItsPromisesUnderThePluginsReconciler(t *testing.T) 
 			}
 			return false, fmt.Sprintf("%d calls", len(seen))
 		})
-		return seen
 	}
 	// below lists what reached the cluster.
 	below := func(seen []call) (methods []string) {
