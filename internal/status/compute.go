@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,13 +24,13 @@ type Computed struct {
 	ObservedGeneration *int64
 }
 
-// Apply returns current with this package's part replaced by computed: fields names the declared
+// Apply returns current with this package's part replaced by computed: fields are the declared
 // fields (those without a value are removed); every other field and condition (the Helm
 // reconciler's conditions, deployedRelease) is kept. A condition keeps its transition time while
 // its status does not change. current is a status the Helm reconciler wrote: never nil.
-func Apply(current map[string]any, fields []string, computed Computed, now metav1.Time) map[string]any {
+func Apply(current map[string]any, fields map[string]chartapi.Field, computed Computed, now metav1.Time) map[string]any {
 	out := runtime.DeepCopyJSON(current)
-	for _, name := range fields {
+	for name := range fields {
 		if v, ok := computed.Fields[name]; ok {
 			out[name] = v
 		} else {
@@ -143,4 +144,14 @@ func listed(items []string) string {
 		items = append(items[:maxListed:maxListed], fmt.Sprintf("and %d more", len(items)-maxListed))
 	}
 	return strings.Join(items, "; ")
+}
+
+// withoutConditions is a copy of a status's conditions without those of the given types (never
+// nil, so that two lists compare by their conditions alone).
+func withoutConditions(conditions any, types []string) []any {
+	list, _ := conditions.([]any)
+	return slices.DeleteFunc(append([]any{}, list...), func(c any) bool {
+		m, ok := c.(map[string]any)
+		return ok && slices.Contains(types, fmt.Sprint(m["type"]))
+	})
 }

@@ -26,7 +26,7 @@ func conditionOf(t *testing.T, status map[string]any, conditionType string) map[
 	return nil
 }
 
-var declaredReplicasAndURL = []string{"replicas", "url"}
+var declaredReplicasAndURL = map[string]chartapi.Field{"replicas": {}, "url": {}}
 
 func TestApplyReplacesOnlyItsOwnPart(t *testing.T) {
 	current := map[string]any{

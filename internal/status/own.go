@@ -1,9 +1,7 @@
 package status
 
 import (
-	"fmt"
 	"reflect"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -35,14 +33,4 @@ func ChangedBeyondStatusWrites(s chartapi.Status) predicate.Predicate {
 		n, okNew := e.ObjectNew.(*unstructured.Unstructured)
 		return !okOld || !okNew || !caches.Equal(o.Object, n.Object, written)
 	}}
-}
-
-// withoutConditions is a copy of a status's conditions without those of the given types (never
-// nil, so that two lists compare by their conditions alone).
-func withoutConditions(conditions any, types []string) []any {
-	list, _ := conditions.([]any)
-	return slices.DeleteFunc(append([]any{}, list...), func(c any) bool {
-		m, ok := c.(map[string]any)
-		return ok && slices.Contains(types, fmt.Sprint(m["type"]))
-	})
 }

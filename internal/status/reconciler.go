@@ -69,6 +69,8 @@ type Reconciler struct {
 	// the RolloutHeld condition until the hold ends (package rollout).
 	Held func(types.NamespacedName) (string, bool)
 
+	sharded    bool        // Shard.Sharded(), read once: unsharded, no reconcile calls into package shard
+	managed    string      // Shard.ManagedValue()
 	objects    cache.Cache // the manager's cache, unfiltered
 	controller controller.Controller
 	owned      handler.EventHandler
@@ -88,6 +90,7 @@ func (r *Reconciler) Nudge(key types.NamespacedName) {
 // release, or the Helm reconciler's progress (Applied: the generations it has applied) changes. selector limits it to the
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
+	r.sharded, r.managed = r.Shard.Sharded(), r.Shard.ManagedValue()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
@@ -181,7 +184,7 @@ func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
 // nil desired where it must not write: another shard's resource, one the Helm reconciler has not
 // reached, or a release whose objects this process does not know yet.
 func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured) (current, desired map[string]any, err error) {
-	if r.Shard.ClaimedByOther(obj) {
+	if r.sharded && r.Shard.ClaimedByOther(obj) {
 		return nil, nil, nil // that shard writes its status
 	}
 	current, _, _ = unstructured.NestedMap(obj.Object, "status")
@@ -205,7 +208,7 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 		}
 		objects = objs
 		if slices.ContainsFunc(objects, func(o ReleaseObject) bool {
-			return o.Ref.Managed != "" && o.Ref.Managed != r.Shard.ManagedValue()
+			return o.Ref.Managed != "" && o.Ref.Managed != r.managed
 		}) {
 			// Handed over from another shard, whose label the objects still carry: this cache
 			// holds none of them until this shard's first upgrade relabels them, and the
@@ -230,7 +233,7 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 	if last, ok := r.Applied.last(key); ok && last.uid == obj.GetUID() {
 		computed.ObservedGeneration = &last.generation
 	}
-	return current, Apply(current, r.Declaration.Kind.Status.FieldNames(), computed, metav1.Now()), nil
+	return current, Apply(current, r.Declaration.Kind.Status.Fields, computed, metav1.Now()), nil
 }
 
 // releaseObjects reads the objects of the deployed release, as the Helm reconciler's post hook
