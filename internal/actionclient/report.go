@@ -2,7 +2,6 @@ package actionclient
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -121,12 +120,8 @@ func with(o Outcome, action annotations.Action) string {
 	return " with " + strings.Join(set, ", ")
 }
 
-func chartRef(chrt *chart.Chart) string {
-	if chrt == nil || chrt.Metadata == nil {
-		return "<unknown>"
-	}
-	return fmt.Sprintf("%s-%s", chrt.Metadata.Name, chrt.Metadata.Version)
-}
+// chartRef names a loaded chart (Helm's loader refuses one without metadata).
+func chartRef(chrt *chart.Chart) string { return chrt.Metadata.Name + "-" + chrt.Metadata.Version }
 
 // Metrics publishes, beside controller-runtime's own metrics:
 //   - myproxy_operator_helm_action_duration_seconds{action,result}: how long Helm actions take;

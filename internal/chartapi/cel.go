@@ -142,6 +142,9 @@ func Compile(k *Kind) (*Compiled, error) {
 		return p
 	}
 	for _, v := range k.Status.Variables {
+		if v.Expression.Source == "" { // a field or a message may have none; a variable has its expression
+			errs = append(errs, k.errorAt(v.Expression.Line, "status.variables."+v.Name, errors.New("expression is required")))
+		}
 		c.variables = append(c.variables, compile("status.variables."+v.Name, v.Expression, cel.DynType))
 	}
 	for _, name := range c.fieldNames {
