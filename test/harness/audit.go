@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
 	"testing"
@@ -42,7 +43,8 @@ func AuditedPermissions(t testing.TB, path, user string, from time.Time) (used, 
 				Resource    string `json:"resource"`
 				Subresource string `json:"subresource"`
 			} `json:"objectRef"`
-			Annotations map[string]string `json:"annotations"`
+			Annotations    map[string]string   `json:"annotations"`
+			ResponseStatus *struct{ Code int } `json:"responseStatus"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit log: %v", err)
@@ -66,6 +68,10 @@ func AuditedPermissions(t testing.TB, path, user string, from time.Time) (used, 
 			continue
 		}
 		used[p] = true
+		if e.Verb == "patch" && e.ResponseStatus != nil && e.ResponseStatus.Code == http.StatusCreated {
+			// A server-side apply that creates its object is authorised as a create too.
+			used[Permission{Group: p.Group, Resource: p.Resource, Verb: "create"}] = true
+		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
