@@ -32,7 +32,7 @@ base=${CLUSTER_PORT_BASE:-20400}
 audit=${CLUSTER_AUDIT:-0}
 registry=${CLUSTER_REGISTRY:-0}
 oci=${OCI:-$root/bin/oci}
-controllers='*,-node-ipam-controller,-node-lifecycle-controller,-service-lb-controller,-cloud-node-lifecycle-controller'
+controllers='*,-node-ipam-controller,-node-lifecycle-controller'
 [ "${CLUSTER_NO_GC:-0}" = 1 ] && controllers="$controllers,-garbage-collector-controller"
 
 etcd_port=$((base + 1))

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +25,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
@@ -179,7 +179,7 @@ func (e *managerEvents) GetEventRecorderFor(name string) record.EventRecorder {
 }
 
 // GetEventRecorder completes controller-runtime's recorder.Provider.
-func (e *managerEvents) GetEventRecorder(name string) events.EventRecorder {
+func (e *managerEvents) GetEventRecorder(name string) recorder.EventRecorder {
 	return e.mgr.GetEventRecorder(name)
 }
 
