@@ -1,39 +1,21 @@
 package integration
 
 import (
-	"encoding/json"
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/example/myproxy-operator/test/harness"
 )
 
 // Every Helm action the operator runs is Helm 4's: of this module's packages the operator links,
 // only the file of the seam with helm-operator-plugins' reconciler imports Helm 3 (its types),
 // and the action client imports Helm 4's actions.
 func TestOnlyTheSeamImportsHelm3(t *testing.T) {
-	list := exec.Command("go", "list", "-deps", "-json=ImportPath,Dir,GoFiles,Module", "./cmd")
-	list.Dir = harness.RepoRoot()
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	var helm3, helm4Actions []string
-	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
-		var p struct {
-			ImportPath, Dir string
-			GoFiles         []string
-			Module          *struct{ Path string }
-		}
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range linkedPackages(t) {
 		if p.Module == nil || p.Module.Path != strings.TrimSuffix(modulePath, "/") {
 			continue
 		}

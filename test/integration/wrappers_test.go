@@ -39,24 +39,10 @@ func TestTheArchitectureNamesEveryWrapperType(t *testing.T) {
 // package.Type, sorted.
 func wrapperTypes(t *testing.T) []string {
 	t.Helper()
-	list := exec.Command("go", "list", "-deps", "-export", "-json=ImportPath,Dir,GoFiles,Export,Module", "./cmd")
-	list.Dir = harness.RepoRoot()
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	type pkg struct {
-		ImportPath, Dir, Export string
-		GoFiles                 []string
-		Module                  *struct{ Path string }
-	}
+	all := linkedPackages(t)
 	exports := map[string]string{}
-	var ours []pkg
-	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	var ours []linkedPackage
+	for _, p := range all {
 		exports[p.ImportPath] = p.Export
 		if p.Module != nil && p.Module.Path+"/" == modulePath {
 			ours = append(ours, p)
@@ -138,4 +124,31 @@ func namedWrappers(t *testing.T) []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(named))
+}
+
+// linkedPackage is a package the operator links, as go list describes it.
+type linkedPackage struct {
+	ImportPath, Dir, Export string
+	GoFiles                 []string
+	Module                  *struct{ Path string }
+}
+
+// linkedPackages lists every package the operator links, with its export data built.
+func linkedPackages(t *testing.T) []linkedPackage {
+	t.Helper()
+	list := exec.Command("go", "list", "-deps", "-export", "-json=ImportPath,Dir,GoFiles,Export,Module", "./cmd")
+	list.Dir = harness.RepoRoot()
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []linkedPackage
+	for dec := json.NewDecoder(strings.NewReader(string(out))); dec.More(); {
+		var p linkedPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
 }
