@@ -30,9 +30,9 @@ var notRequested = map[harness.Permission]string{
 }
 
 // The deployed RBAC is derived from observation: the operator runs as its deployed
-// ServiceAccount through every path (install, upgrade, forced upgrade, failing upgrade with
-// repeated Events, TLS with the Secret check and lookup, secure metrics, leader election,
-// uninstall, shutdown), the apiserver's audit log records every request it makes, and the
+// ServiceAccount through every path (install, a status that follows a lost Pod, upgrade, forced
+// upgrade, failing upgrade with repeated Events, TLS with the Secret check and lookup, secure
+// metrics, leader election, uninstall, shutdown), the apiserver's audit log records every request it makes, and the
 // verbs used per resource must be exactly those granted: none refused, none granted unused.
 func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 	env := []string{"KUBECONFIG=" + kubeconfig}
@@ -75,6 +75,17 @@ func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubectl(t, "wait", "-n", ns, "--for=condition=Deployed", "myproxy/audited", "--timeout=120s")
+
+	// The proxy loses its Pod and a quota of none keeps another from being made. No Helm action
+	// follows (a Deployment's status does not wake the Helm reconciler): the status controller
+	// alone patches the MyProxy's status. Whether the install's own status write already showed
+	// the Pod ready depends on timing; this change does not. The next upgrade brings Pods back.
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/audited", "--timeout=120s")
+	kubectl(t, "create", "quota", "no-pods", "-n", ns, "--hard=pods=0")
+	kubectl(t, "wait", "-n", ns, "--for=jsonpath={.status.hard.pods}=0", "resourcequota/no-pods", "--timeout=120s")
+	kubectl(t, "delete", "pods", "-n", ns, "-l", "app.kubernetes.io/instance=audited", "--wait=false")
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available=False", "myproxy/audited", "--timeout=120s")
+	kubectl(t, "delete", "resourcequota", "no-pods", "-n", ns)
 
 	// Upgrade, then a forced one (Helm replaces the objects instead of patching them).
 	// Helm patches the objects that change: the Deployment, the Service and the nginx ConfigMap.
