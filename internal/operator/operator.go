@@ -111,7 +111,10 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	writer := actionclient.SoleWriter{PendingAfter: o.UnlockPendingAfter}
 	events := &managerEvents{}
 	if o.LeaderElect {
-		lock, err := leaderelection.NewResourceLock(cfg, events, leaderelection.Options{
+		// The lock's own client gets a copy: NewResourceLock sets a request timeout of half the
+		// renew deadline on the config it is given, which would cut every request of the
+		// manager's and Helm's clients short (an apply or a delete on a busy apiserver).
+		lock, err := leaderelection.NewResourceLock(rest.CopyConfig(cfg), events, leaderelection.Options{
 			LeaderElection:          true,
 			LeaderElectionID:        o.Shard.LeaseName(o.LeaderElectionID),
 			LeaderElectionNamespace: o.LeaderElectionNamespace,

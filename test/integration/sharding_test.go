@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,7 +183,8 @@ func (p *shardProcess) heapAfterGC(t *testing.T) float64 {
 // operator's grows by over the same fleet; a MyProxy moved from a to b is handed over (a stops,
 // b upgrades the release in place: same Deployment, next revision) and never written by both
 // at once; when a's leader dies, its standby takes over a's MyProxies; stale claims (naming a
-// shard that no longer picks the MyProxy, or no shard of the fleet) are resolved.
+// shard that no longer picks the MyProxy, or no shard of the fleet) are resolved; and no write
+// of a release carries the short request timeout of the leader election's own client.
 func TestShardsDivideTheFleet(t *testing.T) {
 	ctx := context.Background()
 	e := startShardedEnv(t)
@@ -385,9 +387,14 @@ func TestShardsDivideTheFleet(t *testing.T) {
 		}
 	}
 	perUser := map[string]int{}
-	for _, ws := range writes {
+	for name, ws := range writes {
 		for _, w := range ws {
 			perUser[w.user]++
+			if w.timeout != "" {
+				// Only the leader election's own client cuts its requests short (at half the
+				// renew deadline, here under two seconds): a slow apply would fail half done.
+				t.Errorf("%s sent %s of %s with a request timeout of %s", w.user, w.what, name, w.timeout)
+			}
 		}
 	}
 	t.Logf("audited writes to %d releases: %v", len(writes), perUser)
@@ -479,6 +486,9 @@ type releaseWrite struct {
 	user           string
 	what           string
 	received, done time.Time
+	// timeout is the request's own timeout (its timeout parameter), which a client sends when
+	// its config sets one.
+	timeout string
 }
 
 // releaseWrites reads the writes of operator users (shard-*) in ns since from, by release.
@@ -506,6 +516,7 @@ func releaseWrites(t *testing.T, path, ns string, from time.Time) map[string][]r
 				Metadata struct{ Name string }
 			} `json:"requestObject"`
 			ResponseStatus *struct{ Code int } `json:"responseStatus"`
+			RequestURI     string              `json:"requestURI"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit log: %v", err)
@@ -542,7 +553,12 @@ func releaseWrites(t *testing.T, path, ns string, from time.Time) map[string][]r
 		if e.ObjectRef.Subresource != "" {
 			what += "/" + e.ObjectRef.Subresource
 		}
-		out[name] = append(out[name], releaseWrite{user: e.User.Username, what: what, received: e.Received, done: e.Done})
+		uri, err := url.Parse(e.RequestURI)
+		if err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		out[name] = append(out[name], releaseWrite{user: e.User.Username, what: what, received: e.Received, done: e.Done,
+			timeout: uri.Query().Get("timeout")})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
