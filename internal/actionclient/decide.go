@@ -91,8 +91,9 @@ func Decide(s State) Decision {
 		d.Claim = true
 	}
 	status := s.Status
-	if status.IsPending() {
-		// An interrupted action left it so; Helm refuses every later action on it.
+	if status.IsPending() || status == common.StatusUninstalling && !s.Deleting {
+		// An interrupted action left it so (uninstalling: the uninstall of a failed install,
+		// while the resource stays); Helm refuses every later action on it but an uninstall.
 		if !s.SoleWriter {
 			return Decision{Step: Refuse}
 		}

@@ -18,6 +18,7 @@ func TestDecide(t *testing.T) {
 		pending     = common.StatusPendingUpgrade
 		installing  = common.StatusPendingInstall
 		uninstalled = common.StatusUninstalled
+		cleaning    = common.StatusUninstalling
 		none        = common.Status("")
 	)
 	claimed := func(s Step) Decision { return Decision{Step: s, Claim: true} }
@@ -39,6 +40,10 @@ func TestDecide(t *testing.T) {
 		{State{Claim: Mine, Status: installing, SoleWriter: true}, unlocked(Upgrade), "write the pending record as failed; then upgrade over it"},
 		{State{Claim: Mine, Status: pending}, Decision{Step: Refuse}, "nothing: the release is left pending"},
 		{State{Claim: Mine, Status: pending, SoleWriter: true, Deleting: true}, unlocked(Uninstall), "write the record as failed; then uninstall"},
+		// The uninstall of a failed install, interrupted: the resource still wants its release.
+		{State{Claim: Mine, Status: cleaning, SoleWriter: true}, unlocked(Upgrade), "write the uninstalling record as failed; then upgrade over it"},
+		{State{Claim: Mine, Status: cleaning}, Decision{Step: Refuse}, "nothing: another process may be uninstalling it"},
+		{State{Claim: Mine, Status: cleaning, Deleting: true}, Decision{Step: Uninstall}, "finish the uninstall"},
 
 		// What the values and the chart render.
 		{State{Claim: Mine, Status: none}, Decision{Step: Install}, "render; write the record with its digests and the objects"},
@@ -73,7 +78,7 @@ func TestEveryStepIsDecided(t *testing.T) {
 	reached := map[Step]bool{}
 	for _, claim := range []Claim{Mine, Unclaimed, OtherShard, GoneShard, ForeignRunner} {
 		for _, status := range []common.Status{"", common.StatusDeployed, common.StatusFailed,
-			common.StatusPendingUpgrade, common.StatusUninstalled} {
+			common.StatusPendingUpgrade, common.StatusUninstalling, common.StatusUninstalled} {
 			for bits := range 1 << 8 {
 				s := State{Claim: claim, Status: status, SoleWriter: bits&1 != 0, Known: bits&2 != 0,
 					Rendered: bits&4 != 0, Same: bits&8 != 0, Held: bits&16 != 0, Wait: bits&32 != 0,

@@ -15,8 +15,8 @@ import (
 // of the record), whether this process may unlock it, the values, and whether the deployed
 // revision renders from them (the digests, else a dry run) and the rollout holds the change.
 // Each fact is learnt only where Decide reads it, and nothing is written: what is not the
-// resource's to read (another shard's release), or cannot be learnt (the rendering of a pending
-// release, which Helm refuses), is left out.
+// resource's to read (another shard's release), or cannot be learnt (the rendering of a pending or
+// uninstalling release, which Helm refuses), is left out.
 func (r *reconcile) gather() State {
 	s := State{Deleting: r.obj.GetDeletionTimestamp() != nil, Wait: annotations.Bool(r.obj, annotations.UninstallWait, false)}
 	if s.Claim, r.err = r.claim(); r.err != nil {
@@ -45,7 +45,7 @@ func (r *reconcile) gather() State {
 		return s
 	}
 	r.dg, r.digested = r.c.o.Digests.of(r)
-	if r.cur == nil || s.Status == common.StatusUninstalled || s.Status.IsPending() {
+	if r.cur == nil || s.Status == common.StatusUninstalled || s.Status == common.StatusUninstalling || s.Status.IsPending() {
 		return s
 	}
 	s.Known = r.digested && s.Status == common.StatusDeployed && r.c.o.Digests.knows(r.key, r.cur, r.dg)

@@ -10,6 +10,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/example/myproxy-operator/test/harness"
@@ -19,11 +20,12 @@ func releaseKey(name string, version int) string {
 	return fmt.Sprintf("sh.helm.release.v1.%s.v%d", name, version)
 }
 
-// A process killed mid-action leaves its release pending-install or pending-upgrade; Helm then
-// refuses every action on it. These are forged here exactly as Helm's storage holds them.
-// Without leader election another process may be acting on them, so the operator leaves them
-// and says why; as the Lease holder it unlocks them and brings both MyProxies back to Deployed
-// with no manual step.
+// A process killed mid-action leaves its release pending-install or pending-upgrade; an install
+// that failed and whose uninstall then failed too (an apiserver that timed out) leaves it
+// uninstalling, part of its objects deleted. Helm then refuses every action on it but an
+// uninstall. These are forged here exactly as Helm's storage holds them. Without leader election
+// another process may be acting on them, so the operator leaves them and says why; as the Lease
+// holder it unlocks them and brings the three MyProxies back to Deployed with no manual step.
 func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
@@ -32,11 +34,26 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	truth := env.Record(t, ns)
 
 	op := startOperator(t, harness.Watch{})
-	if err := c.Create(ctx, harness.MyProxy(ns, "upgrading", map[string]any{})); err != nil {
+	for _, name := range []string{"upgrading", "cleaning"} {
+		if err := c.Create(ctx, harness.MyProxy(ns, name, map[string]any{})); err != nil {
+			t.Fatal(err)
+		}
+		harness.WaitForCondition(t, c, ns, name, "Deployed", "True", timeout)
+	}
+	op.Stop(t)
+
+	// The uninstall of a failed install, interrupted after it deleted the Deployment.
+	cleaning, err := secrets.Get(releaseKey("cleaning", 1))
+	if err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitForCondition(t, c, ns, "upgrading", "Deployed", "True", timeout)
-	op.Stop(t)
+	cleaning.Info.Status = release.StatusUninstalling
+	if err := secrets.Update(releaseKey("cleaning", 1), cleaning); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cleaning"}}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Killed while upgrading: revision 2 is pending-upgrade.
 	deployed, err := secrets.Get(releaseKey("upgrading", 1))
@@ -64,14 +81,16 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 	}
 
 	unelected := startOperator(t, harness.Watch{})
-	mp := harness.WaitForCondition(t, c, ns, "installing", "Irreconcilable", "True", timeout)
-	if _, _, msg := harness.Condition(mp, "Irreconcilable"); !strings.Contains(msg, "is pending-install and is left so: leader election is off") {
-		t.Errorf("Irreconcilable message %q does not say why the pending release is left", msg)
+	for name, status := range map[string]string{"installing": "pending-install", "cleaning": "uninstalling"} {
+		mp := harness.WaitForCondition(t, c, ns, name, "Irreconcilable", "True", timeout)
+		if _, _, msg := harness.Condition(mp, "Irreconcilable"); !strings.Contains(msg, "is "+status+" and is left so: leader election is off") {
+			t.Errorf("Irreconcilable message %q does not say why the %s release is left", msg, status)
+		}
 	}
 	unelected.Stop(t)
 
 	startOperatorWith(t, leaderElectionArgs(ns, "crash-test")...)
-	for _, name := range []string{"upgrading", "installing"} {
+	for _, name := range []string{"upgrading", "installing", "cleaning"} {
 		harness.Eventually(t, timeout, "release "+name+" deployed again", func(context.Context) (bool, string) {
 			history, err := secrets.Query(map[string]string{"name": name, "owner": "helm"})
 			if err != nil {
@@ -79,7 +98,7 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 			}
 			latest := history[0]
 			for _, r := range history {
-				if r.Info.Status.IsPending() {
+				if r.Info.Status.IsPending() || r.Info.Status == release.StatusUninstalling {
 					return false, fmt.Sprintf("revision %d is still %s", r.Version, r.Info.Status)
 				}
 				if r.Version > latest.Version {
@@ -96,9 +115,10 @@ func TestPendingReleasesLeftByACrashAreRecovered(t *testing.T) {
 		}
 	}
 	waitDeploymentExists(t, ns, "installing")
+	waitDeploymentExists(t, ns, "cleaning")
 	// The chaos test counts unlocked releases this way: from the records, not the Events.
-	if n := truth.UnlockedReleases(); n != 2 {
-		t.Errorf("%d records seen going from pending to failed by unlocking, want 2", n)
+	if n := truth.UnlockedReleases(); n != 3 {
+		t.Errorf("%d records seen going from pending or uninstalling to failed by unlocking, want 3", n)
 	}
 }
 
