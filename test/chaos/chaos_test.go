@@ -161,7 +161,7 @@ func envInt(name string, def int) int {
 // writeChaosReport adds the kill table to $CHAOS_REPORT, every figure counted from the cluster
 // or the processes.
 func writeChaosReport(t *testing.T, c chaosCounts) {
-	appendReport(t, "Kills during changes", fmt.Sprintf("| cycles | MyProxies | operator processes ended by SIGKILL | releases left pending by a kill, unlocked | "+
+	appendReport(t, "Kills during changes", fmt.Sprintf("| cycles | MyProxies | operator processes ended by SIGKILL | releases left pending or uninstalling by a kill, unlocked | "+
 		"release records pending at the end | MyProxies whose Deployment was created twice | records and objects of deleted MyProxies left (no garbage collector) | converged after the last restart |\n"+
 		"|---|---|---|---|---|---|---|---|\n| %d | %d | %d | %d | %d | %d | %d | %.1f s |\n",
 		c.cycles, c.proxies, c.kills, c.unlocked, c.stuck, c.twice, c.leftRecords+c.leftObjects, c.converged.Seconds()))
