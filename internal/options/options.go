@@ -111,9 +111,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxReleaseHistory, "max-release-history", 10,
 		"Maximum number of revisions kept per Helm release; 0 keeps all.")
 	fs.DurationVar(&o.UnlockPendingAfter, "unlock-pending-after", 10*time.Minute,
-		"Without leader election: how long a release must have been pending (or uninstalling, its resource not deleted) before it is taken as left "+
-			"by an interrupted action and unlocked (another process may be acting on it until then). "+
-			"With leader election the Lease holder unlocks at once.")
+		"Without leader election: how long a release must have been pending (or uninstalling, its resource "+
+			"not deleted) before it is taken as left by an interrupted action and unlocked (another process "+
+			"may be acting on it until then). With leader election the Lease holder unlocks at once.")
 	o.FastPaths = slices.Clone(AllFastPaths)
 	fs.Var(&o.FastPaths, FastPathsFlag,
 		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run ("+FastDigests+"), "+

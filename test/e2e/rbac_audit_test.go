@@ -32,8 +32,9 @@ var notRequested = map[harness.Permission]string{
 // The deployed RBAC is derived from observation: the operator runs as its deployed
 // ServiceAccount through every path (install, a status that follows a lost Pod, upgrade, forced
 // upgrade, failing upgrade with repeated Events, TLS with the Secret check and lookup, secure
-// metrics, leader election, uninstall, shutdown), the apiserver's audit log records every request it makes, and the
-// verbs used per resource must be exactly those granted: none refused, none granted unused.
+// metrics, leader election, uninstall, shutdown), the apiserver's audit log records every
+// request it makes, and the verbs used per resource must be exactly those granted: none
+// refused, none granted unused.
 func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 	env := []string{"KUBECONFIG=" + kubeconfig}
 	harness.Run(t, env, "make", "deploy", "IMG=registry.example.com/myproxy-operator:e2e")

@@ -392,7 +392,7 @@ func TestShardsDivideTheFleet(t *testing.T) {
 			perUser[w.user]++
 			if w.timeout != "" {
 				// Only the leader election's own client cuts its requests short (at half the
-				// renew deadline, here under two seconds): a slow apply would fail half done.
+				// renew deadline): a slow apply would fail half done.
 				t.Errorf("%s sent %s of %s with a request timeout of %s", w.user, w.what, name, w.timeout)
 			}
 		}
