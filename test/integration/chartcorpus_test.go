@@ -64,6 +64,17 @@ type construct struct {
 	// is installed (a CA bundle, an annotation): fields the chart does not set, which drift
 	// correction and the upgrade must leave as they are.
 	injected string
+	// refused are specs with a bad value, each refused and named: at kubectl apply (by the CRD)
+	// or in a condition (by Helm's check of the values at install).
+	refused []refusal
+}
+
+// refusal is a spec with a bad value, and where and how it is refused.
+type refusal struct {
+	spec    map[string]any
+	atApply bool
+	// names is what the refusal must say of the value.
+	names string
 }
 
 // clusterScopedKinds are the cluster-scoped kinds the corpus renders, named
@@ -117,6 +128,19 @@ var corpus = []construct{
 		edited: gvk("", "v1", "ConfigMap"), suffix: "-required", edit: `{"data":{"replicaCount":"9"}}`},
 	{kind: "RequiredPolicy", spec: map[string]any{"policy": "enforce"}, upgrade: `{"spec":{"timeoutSeconds":30}}`,
 		edited: gvk("", "v1", "ConfigMap"), suffix: "-requiredpolicy", edit: `{"data":{"policy":"audit"}}`},
+	// The CRD checks the first enum (an OpenAPI enum, where the rule that lets null pass is over
+	// the apiserver's cost budget) and the chart's own rule; Helm checks the second, whose null
+	// deletes a default.
+	{kind: "EntryPoints", spec: map[string]any{"entryPoints": map[string]any{"web": map[string]any{"underscoreHeaders": "reject"},
+		"admin": map[string]any{"port": 9000, "underscoreHeaders": nil}}},
+		upgrade: `{"spec":{"entryPoints":{"web":{"parsing":"lenient","underscoreHeaders":null}},"allowedHosts":["example.com","example.org"]}}`,
+		edited:  gvk("", "v1", "ConfigMap"), suffix: "-entrypoints", edit: `{"data":{"web":"tampered"}}`,
+		refused: []refusal{
+			{spec: map[string]any{"entryPoints": map[string]any{"web": map[string]any{"underscoreHeaders": "ignore"}}}, atApply: true,
+				names: `spec.entryPoints.web.underscoreHeaders: Unsupported value: "ignore"`},
+			{spec: map[string]any{"allowedHosts": []any{"Example.COM"}}, atApply: true, names: "allowedHosts: every host must be a DNS name"},
+			{spec: map[string]any{"entryPoints": map[string]any{"web": map[string]any{"parsing": "loose"}}}, names: "/entryPoints/web/parsing"},
+		}},
 	{kind: "Webhook", spec: map[string]any{}, upgrade: `{"spec":{"timeoutSeconds":7}}`,
 		edited: gvk("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration"),
 		edit:   `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`,
@@ -203,6 +227,8 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 		"ClusterScoped":  {"typo warnings:", "template names, in spec"},
 		"Quantities": {"spec typed, each as the type of its value in values.yaml (a number also as a string, or null)",
 			"resources.{metricServer.{limits.{cpu,memory},requests.{cpu,memory}},operator.{limits.{cpu,memory},requests.{cpu,memory}}}, service.port"},
+		"EntryPoints": {"spec.entryPoints[].underscoreHeaders: its enum, the rule \"self in ['keep', 'drop', 'reject']\", is over the apiserver's cost budget",
+			"written as an OpenAPI enum instead", "spec.entryPoints[].parsing: its enum", "not checked at kubectl apply; Helm checks it"},
 		"FixedNames": {"one custom resource per namespace: the chart names objects without the release's name, so a second FixedNames in a " +
 			"namespace renders the same ones: ConfigMap cd-cm, Deployment cd-server, Secret cd-secret, Service cd-server, ServiceAccount cd-server"},
 	} {
@@ -502,6 +528,11 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		return err == nil && snap["PodDisruptionBudget "+sample+"-hooks-hooks"] != "", fmt.Sprint(err)
 	})
 	take(phases[0])
+	for _, k := range s.constructs {
+		for i, r := range k.refused {
+			refuse(t, s, corpusCR(k.kind, s.ns, fmt.Sprintf("%s-refused-%d", name(k), i)), r)
+		}
+	}
 	// Another controller writes what the chart leaves unset; the write wakes both operators.
 	for _, k := range s.constructs {
 		if k.injected != "" {
@@ -605,6 +636,41 @@ func runCorpus(t *testing.T, s corpusSubject, snapshots map[string]map[string]st
 		}
 	}
 	take(phases[4])
+}
+
+// refuse creates u with the refusal's spec and requires it refused as the refusal says, at
+// kubectl apply or in a condition, naming the value; then deletes it, which leaves nothing.
+func refuse(t *testing.T, s corpusSubject, u *unstructured.Unstructured, r refusal) {
+	t.Helper()
+	ctx := context.Background()
+	u.Object["spec"] = r.spec
+	err := s.c.Create(ctx, u)
+	if r.atApply {
+		if err == nil || !strings.Contains(err.Error(), r.names) {
+			t.Errorf("%s: %s created: %v; want it refused at apply, saying %q", s.name, u.GetName(), err, r.names)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: %s refused at apply (%v); want it refused in a condition", s.name, u.GetName(), err)
+	}
+	harness.Eventually(t, timeout, fmt.Sprintf("%s: %s refused in a condition naming %s", s.name, u.GetName(), r.names), func(ctx context.Context) (bool, string) {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return false, err.Error()
+		}
+		conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conditions {
+			c, _ := c.(map[string]any)
+			if c["status"] == "True" && strings.Contains(fmt.Sprint(c["message"]), r.names) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(conditions)
+	})
+	if err := s.c.Delete(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitForGone(t, s.c, u, timeout)
 }
 
 // runExtended takes the corpus of s through extendedPhases: nothing written at rest; a hand

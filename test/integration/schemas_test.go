@@ -48,7 +48,7 @@ func TestWhatOnlyTheWholeSchemaRefusesIsAConditionNamingTheField(t *testing.T) {
 		"values.schema.json": storageSchema,
 		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  type: {{ .Values.storage.type | quote }}\n",
 	})
-	crd, err := crdgen.Generate(volumeGVK, &chartapi.Kind{}, crdgen.Spec{Schema: []byte(storageSchema)})
+	crd, _, err := crdgen.Generate(volumeGVK, &chartapi.Kind{}, crdgen.Spec{Schema: []byte(storageSchema)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
@@ -111,14 +112,20 @@ func TestRealWorldSchemasBecomeValidCRDs(t *testing.T) {
 	}
 }
 
-// validSpec generates the CRD of a values schema, has the apiserver's validation accept it, and
+// validSpec generates the CRD of a values schema, which the apiserver's validation accepts, and
 // returns its spec schema as a map for at.
 func validSpec(t *testing.T, gvk schema.GroupVersionKind, valuesSchema []byte) map[string]any {
 	t.Helper()
-	crd, err := Generate(gvk, &chartapi.Kind{}, Spec{Schema: valuesSchema})
+	crd, _, err := Generate(gvk, &chartapi.Kind{}, Spec{Schema: valuesSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return specOf(t, crd)
+}
+
+// specOf is the spec schema of a CRD the apiserver's validation accepts, as a map for at.
+func specOf(t *testing.T, crd *apiextv1.CustomResourceDefinition) map[string]any {
+	t.Helper()
 	if err := Validate(crd); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +142,7 @@ func show(v any) string { b, _ := json.Marshal(v); return string(b) }
 // Validate is the apiserver's judgement, not a formality: what the conversion exists to avoid
 // is refused by it.
 func TestValidateRefusesWhatTheApiserverRefuses(t *testing.T) {
-	crd, err := Generate(schema.GroupVersionKind{Group: "corpus.example.com", Version: "v1", Kind: "Corpus"}, &chartapi.Kind{},
+	crd, _, err := Generate(schema.GroupVersionKind{Group: "corpus.example.com", Version: "v1", Kind: "Corpus"}, &chartapi.Kind{},
 		Spec{Schema: []byte(`{"type":"object","properties":{"a":{"type":"string"}}}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,9 @@
 //     ignore unknown keywords, so chart authors write them in values.schema.json;
 //   - `propertyNames` (the keys of a map) becomes a CEL rule on the map: structural schemas
 //     cannot constrain keys, and a key is a value a tenant chooses like any other;
+//   - a CEL rule the conversion writes (an enum that lets null pass, a key pattern, propertyNames)
+//     that the apiserver's cost estimate refuses, alone or with the CRD's other rules, is written
+//     another way: an OpenAPI enum where null means no value, else left to Helm (budget.go);
 //   - `default` is dropped: the apiserver would store it in every resource at creation, and a
 //     later change of the chart's default would never reach existing releases. values.yaml
 //     supplies defaults at render time instead. The one exception is the field the scale
@@ -57,6 +60,15 @@ import (
 // give is not required of a resource. keepDefaults lists the paths (like "spec.replicas")
 // whose `default` is kept.
 func SpecSchema(valuesSchema []byte, defaults map[string]any, keepDefaults ...string) (*apiextv1.JSONSchemaProps, error) {
+	tree, err := specTree(valuesSchema, defaults, keepDefaults...)
+	if err != nil {
+		return nil, err
+	}
+	return schemaProps(tree)
+}
+
+// specTree is SpecSchema's conversion as a document, with the generator's marks (budget.go).
+func specTree(valuesSchema []byte, defaults map[string]any, keepDefaults ...string) (map[string]any, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(valuesSchema, &doc); err != nil {
 		return nil, fmt.Errorf("values.schema.json is not valid JSON: %w", err)
@@ -76,11 +88,12 @@ func SpecSchema(valuesSchema []byte, defaults map[string]any, keepDefaults ...st
 	if defaults == nil {
 		defaults = map[string]any{}
 	}
-	converted, err := (&structuralizer{root: doc, keep: keep, defaults: defaults}).node(doc, "spec", []string{})
-	if err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(converted)
+	return (&structuralizer{root: doc, keep: keep, defaults: defaults}).node(doc, "spec", []string{}, nil)
+}
+
+// schemaProps is a converted schema document, without the generator's marks, as a CRD holds it.
+func schemaProps(tree map[string]any) (*apiextv1.JSONSchemaProps, error) {
+	raw, err := json.Marshal(unmarked(tree))
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +144,7 @@ func propertyNamesRule(node any, path string) (map[string]any, error) {
 	return map[string]any{
 		"rule":    "self.all(k, " + strings.Join(checks, " && ") + ")",
 		"message": fmt.Sprintf("%s: every key must be %s", strings.TrimPrefix(path, "spec."), strings.Join(says, ", ")),
+		markOwn:   &ownRule{path: path, check: "its propertyNames"},
 	}, nil
 }
 

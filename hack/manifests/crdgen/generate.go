@@ -55,14 +55,46 @@ type Spec struct {
 	Defaults map[string]any
 }
 
-// Generate returns the CRD of a kind served by a chart with this declaration and spec schema.
-func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, from Spec) (*apiextv1.CustomResourceDefinition, error) {
+// Generate returns the CRD of a kind served by a chart with this declaration and spec schema,
+// which the apiserver's own validation accepts, and a note for each check of the chart's schema
+// it had to write otherwise than it would (budget.go).
+func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, from Spec) (*apiextv1.CustomResourceDefinition, []string, error) {
+	var keepDefaults []string
+	if sc := k.Status.Scale; sc != nil {
+		keepDefaults = append(keepDefaults, strings.TrimPrefix(sc.SpecReplicasPath, "."))
+	}
+	var tree map[string]any
+	if from.Schema != nil {
+		var err error
+		if tree, err = specTree(from.Schema, from.Defaults, keepDefaults...); err != nil {
+			return nil, nil, err
+		}
+	}
+	var notes []string
+	for {
+		crd, err := build(gvk, k, tree)
+		if err != nil {
+			return nil, nil, err
+		}
+		errs := validationErrors(crd)
+		if len(errs) == 0 {
+			return crd, notes, nil
+		}
+		rewritten, err := fitBudget(tree, errs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the apiserver would refuse the CRD %s: %w", crd.Name, err)
+		}
+		notes = append(notes, rewritten...)
+	}
+}
+
+// build is the CRD of a kind whose spec schema is the converted document tree (nil: open).
+func build(gvk schema.GroupVersionKind, k *chartapi.Kind, tree map[string]any) (*apiextv1.CustomResourceDefinition, error) {
 	names := Names(gvk, k)
 	version := apiextv1.CustomResourceDefinitionVersion{
 		Name: gvk.Version, Served: true, Storage: true,
 		Subresources: &apiextv1.CustomResourceSubresources{Status: &apiextv1.CustomResourceSubresourceStatus{}},
 	}
-	var keepDefaults []string
 	if sc := k.Status.Scale; sc != nil {
 		version.Subresources.Scale = &apiextv1.CustomResourceSubresourceScale{
 			SpecReplicasPath:   sc.SpecReplicasPath,
@@ -72,14 +104,13 @@ func Generate(gvk schema.GroupVersionKind, k *chartapi.Kind, from Spec) (*apiext
 			path := ".status." + sc.LabelSelector
 			version.Subresources.Scale.LabelSelectorPath = &path
 		}
-		keepDefaults = append(keepDefaults, strings.TrimPrefix(sc.SpecReplicasPath, "."))
 	}
 	spec := &apiextv1.JSONSchemaProps{Description: fmt.Sprintf("Spec defines the desired state of %s", gvk.Kind),
 		Type: "object", XPreserveUnknownFields: ptrTrue()}
 	var rules apiextv1.ValidationRules
-	if from.Schema != nil {
+	if tree != nil {
 		var err error
-		if spec, err = SpecSchema(from.Schema, from.Defaults, keepDefaults...); err != nil {
+		if spec, err = schemaProps(tree); err != nil {
 			return nil, err
 		}
 		if len(spec.Required) == 0 {

@@ -255,7 +255,7 @@ func TestWarningPolicyWarnsOnly(t *testing.T) {
 // the required keys, compactly.
 func TestSpecLayout(t *testing.T) {
 	defaults, _ := chartutil.ReadValues([]byte("image: {repository: r}\n"))
-	crd, err := Generate(schema.GroupVersionKind{Group: "x.example.com", Version: "v1", Kind: "X"}, &chartapi.Kind{}, Spec{Defaults: defaults, Schema: []byte(`{
+	crd, _, err := Generate(schema.GroupVersionKind{Group: "x.example.com", Version: "v1", Kind: "X"}, &chartapi.Kind{}, Spec{Defaults: defaults, Schema: []byte(`{
 		"type":"object","additionalProperties":false,"required":["policy","image"],
 		"properties":{"policy":{"type":"string"},"image":{"type":"object","required":["repository"],"properties":{"repository":{"type":"string"},"tag":{"type":"string"}}},
 		"hosts":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"}}}},"labels":{"type":"object","additionalProperties":{"type":"string"}},` +

@@ -3,6 +3,7 @@ package crdgen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -384,8 +385,9 @@ var (
 )
 
 // node converts one schema node and its children. values is the node's path in the chart's
-// values, nil below a list or a map of free keys, where values.yaml gives no defaults.
-func (s *structuralizer) node(in map[string]any, path string, values []string) (map[string]any, error) {
+// values, nil below a list or a map of free keys, where values.yaml gives no defaults; keys is
+// the same path with anyKey for a map's keys and anyItem for a list's items (givesDefault).
+func (s *structuralizer) node(in map[string]any, path string, values, keys []string) (map[string]any, error) {
 	depth := len(s.expanding)
 	defer func() { s.expanding = s.expanding[:depth] }()
 	flat, recursive, err := s.flatten(in, path)
@@ -438,7 +440,7 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 		}
 		addRule(out, rule)
 	}
-	if err := s.objectStructure(out, flat, path, values); err != nil {
+	if err := s.objectStructure(out, flat, path, values, keys); err != nil {
 		return nil, err
 	}
 	if out["type"] == "object" {
@@ -449,7 +451,7 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 			delete(out, "required")
 		}
 	}
-	if err := s.arrayStructure(out, flat, path); err != nil {
+	if err := s.arrayStructure(out, flat, path, keys); err != nil {
 		return nil, err
 	}
 	if out["type"] == "object" && out["properties"] == nil && out["additionalProperties"] == nil {
@@ -459,7 +461,7 @@ func (s *structuralizer) node(in map[string]any, path string, values []string) (
 		anyValue(out, types)
 	}
 	if out["nullable"] == true {
-		allowNull(out)
+		allowNull(out, path, s.givesDefault(keys))
 	}
 	return out, nil
 }
@@ -490,7 +492,7 @@ func anyValue(out map[string]any, types []string) {
 // objectStructure converts properties, additionalProperties and patternProperties into the
 // one form a structural object has: named properties (further keys kept unchecked unless the
 // source closes the object), or a map of one value schema.
-func (s *structuralizer) objectStructure(out, flat map[string]any, path string, values []string) error {
+func (s *structuralizer) objectStructure(out, flat map[string]any, path string, values, keys []string) error {
 	props, hasProps := flat["properties"].(map[string]any)
 	extra := flat["additionalProperties"]
 	if extra == nil && flat["unevaluatedProperties"] == false {
@@ -517,12 +519,12 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 			if values != nil {
 				childValues = append(slices.Clone(values), name)
 			}
-			c, err := s.node(child, path+"."+name, childValues)
+			c, err := s.node(child, path+"."+name, childValues, append(slices.Clone(keys), name))
 			if err != nil {
 				return err
 			}
 			if _, given := s.defaultAt(values, name); given && !s.keep[path+"."+name] && !slices.Contains(required, any(name)) {
-				allowNull(c)
+				allowNull(c, path+"."+name, true)
 			}
 			converted[name] = c
 		}
@@ -539,25 +541,26 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 	case len(patterns) == 1 && extra == false:
 		pattern := sortedKeys(patterns)[0]
 		value, _ := patterns[pattern].(map[string]any)
-		c, err := s.node(value, path+"[]", nil)
+		c, err := s.node(value, path+"[]", nil, append(slices.Clone(keys), anyKey))
 		if err != nil {
 			return err
 		}
-		s.mapValuesNullable(c, values)
+		s.mapValuesNullable(c, path+"[]", values)
 		out["additionalProperties"] = c
 		addRule(out, map[string]any{
 			"rule":    "self.all(k, k.matches(" + strconv.Quote(pattern) + "))",
 			"message": fmt.Sprintf("%s: every key must be matching %s", strings.TrimPrefix(path, "spec."), pattern),
+			markOwn:   &ownRule{path: path, check: "its patternProperties key pattern"},
 		})
 	case len(patterns) > 0, extra == true:
 		out["x-kubernetes-preserve-unknown-fields"] = true
 	default:
 		if value, ok := extra.(map[string]any); ok {
-			c, err := s.node(value, path+"[]", nil)
+			c, err := s.node(value, path+"[]", nil, append(slices.Clone(keys), anyKey))
 			if err != nil {
 				return err
 			}
-			s.mapValuesNullable(c, values)
+			s.mapValuesNullable(c, path+"[]", values)
 			out["additionalProperties"] = c
 		}
 	}
@@ -567,7 +570,7 @@ func (s *structuralizer) objectStructure(out, flat map[string]any, path string, 
 // mapValuesNullable lets the values of the map at values hold null where values.yaml gives the
 // map a key: its one value schema is every key's, so a null is taken at a key with no default
 // too, which Helm's validation against the whole schema still refuses at the release.
-func (s *structuralizer) mapValuesNullable(value map[string]any, values []string) {
+func (s *structuralizer) mapValuesNullable(value map[string]any, path string, values []string) {
 	if len(values) == 0 {
 		return
 	}
@@ -575,7 +578,7 @@ func (s *structuralizer) mapValuesNullable(value map[string]any, values []string
 	m, _ := given.(map[string]any)
 	for _, v := range m {
 		if v != nil {
-			allowNull(value)
+			allowNull(value, path, true)
 			return
 		}
 	}
@@ -585,7 +588,12 @@ func (s *structuralizer) mapValuesNullable(value map[string]any, values []string
 // enum of a CRD holds null, so the enum of a nullable string, integer or boolean becomes a CEL
 // rule, which is not evaluated on null (the apiserver's message names the field); a node whose
 // enum cannot be one holds no null (the apiserver drops it, and the default renders).
-func allowNull(node map[string]any) {
+// deletesDefault says that values.yaml gives the key a default that a null deletes: when the
+// rule has to go (budget.go), the enum cannot come back in its place.
+func allowNull(node map[string]any, path string, deletesDefault bool) {
+	if deletesDefault {
+		node[markDeletesDefault] = true
+	}
 	enum, ok := node["enum"].([]any)
 	if !ok {
 		node["nullable"] = true
@@ -593,6 +601,7 @@ func allowNull(node map[string]any) {
 	}
 	typ, _ := node["type"].(string)
 	var literals, shown []string
+	var values []any
 	for _, v := range enum {
 		if v == nil {
 			continue
@@ -603,6 +612,7 @@ func allowNull(node map[string]any) {
 		}
 		raw, _ := json.Marshal(v)
 		shown = append(shown, string(raw))
+		values = append(values, v)
 		if str, isString := v.(string); isString {
 			literals = append(literals, celString(str))
 		} else {
@@ -614,12 +624,13 @@ func allowNull(node map[string]any) {
 	addRule(node, map[string]any{
 		"rule":    "self in [" + strings.Join(literals, ", ") + "]",
 		"message": fmt.Sprintf("must be one of %s, or null", strings.Join(shown, ", ")),
+		markOwn:   &ownRule{path: path, check: "its enum", enum: values},
 	})
 }
 
 // arrayStructure gives an array one items schema (a tuple of schemas becomes items of any
 // value) and turns uniqueItems into a set list where the items are scalars.
-func (s *structuralizer) arrayStructure(out, flat map[string]any, path string) error {
+func (s *structuralizer) arrayStructure(out, flat map[string]any, path string, keys []string) error {
 	if out["type"] != "array" {
 		delete(out, "items")
 		return nil
@@ -630,7 +641,7 @@ func (s *structuralizer) arrayStructure(out, flat map[string]any, path string) e
 		out["items"] = map[string]any{"x-kubernetes-preserve-unknown-fields": true}
 		return nil
 	}
-	c, err := s.node(items, path+"[]", nil)
+	c, err := s.node(items, path+"[]", nil, append(slices.Clone(keys), anyItem))
 	if err != nil {
 		return err
 	}
@@ -673,6 +684,34 @@ func (s *structuralizer) requiredOf(out, props map[string]any, path string, valu
 		}
 	}
 	return required
+}
+
+// The steps of a node's keys (node) that stand for any key of a map and any item of a list.
+const (
+	anyKey  = "\x00key"
+	anyItem = "\x00item"
+)
+
+// givesDefault reports whether values.yaml gives the key at keys a value other than null, at
+// any key of the maps on the way: Helm coalesces a map's entries with the user's, so a null
+// there deletes it. A list is not coalesced: its items have no defaults.
+func (s *structuralizer) givesDefault(keys []string) bool {
+	var at func(v any, keys []string) bool
+	at = func(v any, keys []string) bool {
+		if len(keys) == 0 {
+			return v != nil
+		}
+		m, ok := v.(map[string]any)
+		switch {
+		case !ok || keys[0] == anyItem:
+			return false
+		case keys[0] == anyKey:
+			return slices.ContainsFunc(slices.Collect(maps.Values(m)), func(v any) bool { return at(v, keys[1:]) })
+		}
+		child, given := m[keys[0]]
+		return given && at(child, keys[1:])
+	}
+	return at(s.defaults, keys)
 }
 
 // defaultAt returns the default values.yaml gives the key name of the object at values, and

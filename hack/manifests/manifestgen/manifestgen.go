@@ -89,12 +89,12 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 			return nil, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("%s: spec schema %s", gk, spec.why))
-		crd, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
-		if err == nil {
-			err = crdgen.Validate(crd)
-		}
+		crd, rewritten, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", spec.source, err)
+		}
+		for _, n := range rewritten {
+			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
 		}
 		sources := []string{filepath.ToSlash(spec.source)}
 		if decl.Kind.File != "" {
