@@ -115,6 +115,7 @@ type Compiled struct {
 	fields     map[string]cel.Program
 	fieldNames []string // sorted: errors come in a stable order
 	conditions []compiledCondition
+	computed   [][]computed // by version and change (versions.go)
 }
 
 type compiledCondition struct {
@@ -159,6 +160,7 @@ func Compile(k *Kind) (*Compiled, error) {
 			message: compile(what+"message", cond.Message, cel.StringType),
 		})
 	}
+	errs = append(errs, c.compileVersions(env))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,9 @@ type Kind struct {
 	// default for a chart that has a values.schema.json), SpecInferred (from values.yaml; the
 	// default for one that has none) or SpecOpen (any spec, as operator-sdk writes it).
 	SpecSchema string `yaml:"specSchema"`
+	// Versions are the kind's API versions, newest first, and how the spec of each older one
+	// converts (versions.go); none: the one version watches.yaml names.
+	Versions []Version `yaml:"versions"`
 
 	// File is the path the declaration was read from ("" when the chart has none).
 	File string `yaml:"-"`

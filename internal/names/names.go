@@ -17,6 +17,15 @@ const (
 	ManagedValue = "true"
 )
 
+// Annotations the operator writes on custom resources of a kind that declares versions (package
+// conversion): ConversionAnnotation keeps the spec fields the version a resource is read at has
+// no place for, until it is read at one that has; StoredVersionAnnotation says the storage
+// migration rewrote the resource at that version, so that a restarted migration skips it.
+const (
+	ConversionAnnotation    = "myproxy-operator.gateway.example.com/conversion"
+	StoredVersionAnnotation = "myproxy-operator.gateway.example.com/stored-version"
+)
+
 // ManagedSelector selects the release objects labelled with value.
 func ManagedSelector(value string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{ManagedLabel: value})

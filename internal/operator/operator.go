@@ -4,9 +4,11 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +32,7 @@ import (
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/controller"
+	"github.com/example/myproxy-operator/internal/conversion"
 	"github.com/example/myproxy-operator/internal/options"
 	"github.com/example/myproxy-operator/internal/shard"
 	"github.com/example/myproxy-operator/internal/watchesfile"
@@ -67,7 +70,7 @@ func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces ma
 	log := ctrl.Log.WithName("setup")
 	leasesLost() // exported at 0 from the start
 	for again := false; ; again = true {
-		mgr, err := newManager(cfg, o, namespaces, again)
+		mgr, err := newManager(ctx, cfg, o, namespaces, again)
 		if err != nil {
 			if !again {
 				return err
@@ -89,13 +92,14 @@ func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces ma
 	}
 }
 
-func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache.Config, again bool) (ctrl.Manager, error) {
+func newManager(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config, again bool) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	// client-go's defaults (5 requests per second, bursts of 10) would throttle a fleet.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
+	unfenced := rest.CopyConfig(cfg) // for what every replica writes, leader or not
 	entries, err := watchesfile.Load(o.WatchesFile)
 	if err != nil {
 		return nil, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
@@ -164,8 +168,21 @@ func newManager(cfg *rest.Config, o options.Options, namespaces map[string]cache
 	if leaseNamespace != "" && o.Shard.Sharded() {
 		p.ShardRunning = shard.LeaseLiveness(mgr.GetAPIReader(), leaseNamespace, o.LeaderElectionID, time.Now)
 	}
-	_, err = controller.Setup(mgr, entries, o, p, namespaces)
-	return mgr, err
+	if _, err = controller.Setup(mgr, entries, o, p, namespaces); err != nil {
+		return nil, err
+	}
+	direct, err := client.New(unfenced, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, err
+	}
+	return mgr, conversion.Setup(ctx, mgr, entries, conversion.Options{BindAddress: o.WebhookBindAddress,
+		CertDir: o.WebhookCertDir, Service: o.WebhookService, Namespace: cmp.Or(ownNamespace(), o.LeaderElectionNamespace), Client: direct})
+}
+
+// ownNamespace is the namespace of the operator's Pod; "" out of a cluster.
+func ownNamespace() string {
+	ns, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return strings.TrimSpace(string(ns))
 }
 
 // managerEvents lends the event recorders of the manager (once built) to the leader election

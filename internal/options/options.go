@@ -21,6 +21,10 @@ import (
 // a comma-separated list; empty or unset means all namespaces.
 const WatchNamespaceEnv = "WATCH_NAMESPACE"
 
+// WebhookServiceEnv is the default of --webhook-service: make deploy sets it, and an OLM bundle,
+// whose certificate OLM provides, does not.
+const WebhookServiceEnv = "WEBHOOK_SERVICE"
+
 // DefaultMaxConcurrentReconciles is the default number of workers per kind. A reconcile mostly
 // waits for the apiserver (sequential requests to install a release), so workers are sized to
 // the apiserver's latency rather than to local cores.
@@ -63,6 +67,9 @@ type Options struct {
 	GracefulShutdownTimeout time.Duration
 	// Shard is the part of the fleet this process owns (--shard, --shards).
 	Shard shard.Shard
+	// WebhookBindAddress, WebhookCertDir and WebhookService serve the conversions of kinds that
+	// declare versions (package conversion).
+	WebhookBindAddress, WebhookCertDir, WebhookService string
 	// DefaultServiceAccount is the ServiceAccount, of each custom resource's namespace, that the
 	// Helm actions of kinds whose watches.yaml entry names none run as; "" is the operator's own
 	// identity (package tenancy).
@@ -151,6 +158,15 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.StringVar(&o.WebhookBindAddress, "webhook-bind-address", ":9443",
+		"Address the conversion webhook of the kinds that declare versions (kind.yaml) listens on; none declares any: not served.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"Where the conversion webhook's certificate is (tls.crt, tls.key).")
+	fs.StringVar(&o.WebhookService, "webhook-service", os.Getenv(WebhookServiceEnv),
+		"The Service, in the operator's namespace, in front of the conversion webhook (make deploy sets "+WebhookServiceEnv+"): the operator keeps its "+
+			"certificate in the Secret <name>-cert there, renews it before it ends and writes the CA into each converting CRD. "+
+			"Empty: the certificate in --webhook-cert-dir (OLM provides one), else one made at start for the host of "+
+			"--webhook-bind-address (make run), whose URL and CA it writes into each converting CRD.")
 	fs.StringVar(&o.Shard.Name, "shard", "",
 		"This Deployment's shard, one of --shards; empty: the default shard. Its leader election Lease is "+
 			"named after it (--leader-election-id-<shard>).")

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -101,7 +100,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		return Report{}, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
 	}
 	if chartDir != "" {
-		if entries, err = withChart(entries, chartDir); err != nil {
+		if entries, err = watchesfile.WithChart(entries, chartDir); err != nil {
 			return Report{}, err
 		}
 	}
@@ -131,7 +130,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 			DryRunOption: w.DryRunOption, Recorder: silent,
 			Translate: annotations.CheckedTranslator(chartapi.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks}.Translate,
 				silent, o.MinReconcilePeriod)})
-		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Actions: actions, Account: account})
+		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Actions: actions, Account: account, Decl: declaration})
 	}
 	namespaces := slices.Sorted(maps.Keys(options.WatchNamespacesFromEnv()))
 	writers := map[string]client.Writer{} // by namespace/account: one connection per ServiceAccount
@@ -158,23 +157,6 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return clientcmd.BuildConfigFromFlags("", kubeconfig)
 	}
 	return ctrl.GetConfig()
-}
-
-// withChart replaces the chart of the watch whose chart has the same name as the one in dir.
-func withChart(entries []watchesfile.Watch, dir string) ([]watchesfile.Watch, error) {
-	c, err := loader.Load(dir)
-	if err != nil {
-		return nil, fmt.Errorf("loading --chart-dir %s: %w", dir, err)
-	}
-	var names []string
-	for i, w := range entries {
-		names = append(names, w.Chart.Name())
-		if w.Chart.Name() == c.Name() {
-			entries[i].Chart, entries[i].ChartPath = c, dir
-			return entries, nil
-		}
-	}
-	return nil, fmt.Errorf("--chart-dir %s holds chart %q; the watches file's charts are %s", dir, c.Name(), strings.Join(names, ", "))
 }
 
 // WriteText writes one line per release, the objects that would change under it, and a summary.

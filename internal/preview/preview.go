@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/status"
 )
 
@@ -97,6 +98,30 @@ type Kind struct {
 	// Account is the ServiceAccount the kind's releases run as in each custom resource's
 	// namespace ("": the operator's identity); the dry runs of their objects are sent as it.
 	Account string
+	// Decl is the kind's chart's declaration: a custom resource stored at an older version it
+	// declares renders from its spec converted to the chart's own version.
+	Decl *chartapi.Compiled
+}
+
+// converted is cr at the version of the kind's chart, as the operator reads it once the chart
+// and its CRD are installed.
+func (k Kind) converted(cr *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if k.Decl == nil {
+		return cr, nil
+	}
+	versions := k.Decl.VersionNames()
+	spec, ok := cr.Object["spec"].(map[string]any)
+	if len(versions) < 2 || cr.GroupVersionKind().Version == versions[0] || !ok {
+		return cr, nil
+	}
+	spec, err := k.Decl.Convert(spec, cr.GroupVersionKind().Version, versions[0], chartapi.Kept{}, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := cr.DeepCopy()
+	out.Object["spec"] = spec
+	out.SetAPIVersion(k.GVK.Group + "/" + versions[0])
+	return out, nil
 }
 
 // Previewer previews the releases of custom resources, reading through Reader and dry-running
@@ -121,7 +146,12 @@ const fieldOwner = "myproxy-operator-preview"
 func (p Previewer) Run(ctx context.Context, kinds []Kind) (Report, error) {
 	rep := Report{Summary: map[Outcome]int{Unchanged: 0, Changed: 0, Replaced: 0, Refused: 0}}
 	for _, k := range kinds {
-		crs, err := p.list(ctx, k.GVK)
+		// Listed at the version the cluster serves first: the chart's may not be served yet.
+		listed := k.GVK
+		if m, err := p.Mapper.RESTMapping(k.GVK.GroupKind()); err == nil {
+			listed = m.GroupVersionKind
+		}
+		crs, err := p.list(ctx, listed)
 		if err != nil {
 			return rep, fmt.Errorf("listing %s: %w", k.GVK.Kind, err)
 		}
@@ -167,6 +197,9 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	}
 	w, err := p.Writer(cr.GetNamespace(), k.Account)
 	if err != nil {
+		return refused(err)
+	}
+	if cr, err = k.converted(cr); err != nil {
 		return refused(err)
 	}
 	rend, err := k.Actions.Render(ctx, cr)

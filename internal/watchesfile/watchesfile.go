@@ -115,3 +115,21 @@ func Load(path string) ([]Watch, error) {
 	}
 	return out, nil
 }
+
+// WithChart serves, in entries, the kind whose chart has the name of the chart in dir with that
+// chart instead (a new chart, before it ships).
+func WithChart(entries []Watch, dir string) ([]Watch, error) {
+	c, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading --chart-dir %s: %w", dir, err)
+	}
+	var names []string
+	for i, w := range entries {
+		names = append(names, w.Chart.Name())
+		if w.Chart.Name() == c.Name() {
+			entries[i].Chart, entries[i].ChartPath = c, dir
+			return entries, nil
+		}
+	}
+	return nil, fmt.Errorf("--chart-dir %s holds chart %q; the watches file's charts are %s", dir, c.Name(), strings.Join(names, ", "))
+}

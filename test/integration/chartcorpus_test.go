@@ -204,7 +204,7 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 	if err := os.WriteFile(watches, []byte(strings.ReplaceAll(string(raw), "CHARTS", dir)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files, notes, err := manifestgen.Generate(watches)
+	files, notes, err := manifestgen.Generate(watches, manifestgen.Options{})
 	if err != nil {
 		t.Fatalf("make manifests refuses the corpus: %v", err)
 	}

@@ -33,7 +33,7 @@ func TestWarningPoliciesInstallWithTheCRDsButNotInTheBundle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	files, _, err := manifestgen.Generate(watches)
+	files, _, err := manifestgen.Generate(watches, manifestgen.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

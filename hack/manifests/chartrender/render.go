@@ -213,6 +213,9 @@ func LoadChecked(chartDir string, gvk schema.GroupVersionKind) (*chartapi.Compil
 	if err := CheckShape(k); err != nil {
 		return nil, fmt.Errorf("%s: %w", k.File, err)
 	}
+	if err := k.CheckVersions(gvk.Version); err != nil {
+		return nil, err
+	}
 	c, err := chartapi.Compile(k)
 	if err != nil {
 		return nil, err

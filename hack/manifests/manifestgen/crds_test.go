@@ -39,7 +39,7 @@ func TestChartCRDsAreInstalledWithTheKinds(t *testing.T) {
 	write(filepath.Join(chart, "charts", "sub", "crds", "gadgets.yaml"), sprintfCRD("gadget", "Gadget", "x-kubernetes-preserve-unknown-fields: true"))
 	watches := filepath.Join(dir, "watches.yaml")
 	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
-	files, _, err := Generate(watches)
+	files, _, err := Generate(watches, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestChartCRDsAreInstalledWithTheKinds(t *testing.T) {
 
 	// One the apiserver would refuse (a property without a type) stops the generation, naming it.
 	write(filepath.Join(chart, "crds", "widgets.yaml"), sprintfCRD("widget", "Widget", "properties: {spec: {description: untyped}}"))
-	if _, _, err := Generate(watches); err == nil || !strings.Contains(err.Error(), "crds/widgets.yaml") || !strings.Contains(err.Error(), "Required value") {
+	if _, _, err := Generate(watches, Options{}); err == nil || !strings.Contains(err.Error(), "crds/widgets.yaml") || !strings.Contains(err.Error(), "Required value") {
 		t.Errorf("error %v, want the apiserver's refusal naming crds/widgets.yaml", err)
 	}
 }
@@ -130,7 +130,7 @@ func generateThing(t *testing.T, dir, chart string, write func(path, content str
 	t.Helper()
 	watches := filepath.Join(dir, "watches.yaml")
 	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
-	files, notes, err := Generate(watches)
+	files, notes, err := Generate(watches, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

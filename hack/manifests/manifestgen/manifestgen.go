@@ -54,13 +54,37 @@ type Kind struct {
 	Grants []rule
 	// ServiceAccount is the one its releases run as (watches.yaml serviceAccountName), or "".
 	ServiceAccount string
+	// Converts: its CRD serves more than one version, converted by the operator's webhook.
+	Converts bool
+}
+
+// Previous reads the CRD a generated one replaces, by name; nil when there is none.
+type Previous func(name string) (*apiextv1.CustomResourceDefinition, error)
+
+// Options change what Generate reads.
+type Options struct {
+	// Previous reads the CRDs the generated ones replace (nil: none): each is checked against
+	// it, and keeps its older versions (crdgen.Evolve).
+	Previous Previous
+	// ChartDir, when set, serves the kind whose chart has its chart's name (a new chart, before
+	// it ships: make preview).
+	ChartDir string
+}
+
+// watches loads the watches file, with the chart of ChartDir in place.
+func (o Options) watches(path string) ([]watchesfile.Watch, error) {
+	ws, err := watchesfile.Load(path)
+	if err == nil && o.ChartDir != "" {
+		ws, err = watchesfile.WithChart(ws, o.ChartDir)
+	}
+	return ws, err
 }
 
 // Generate returns the generated files by path below configDir (such as "crd/bases/x.yaml"),
 // after checking every declaration as the operator does at start, and a note per kind saying
 // where its spec schema came from and why.
-func Generate(watchesPath string) (files map[string][]byte, notes []string, err error) {
-	ws, err := watchesfile.Load(watchesPath)
+func Generate(watchesPath string, o Options) (files map[string][]byte, notes []string, err error) {
+	ws, err := o.watches(watchesPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,11 +113,11 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 			return nil, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("%s: spec schema %s", gk, spec.why))
-		crd, rewritten, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
+		crd, crdNotes, err := kindCRD(w, decl, spec, o.Previous)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", spec.source, err)
+			return nil, nil, err
 		}
-		for _, n := range rewritten {
+		for _, n := range crdNotes {
 			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
 		}
 		sources := []string{filepath.ToSlash(spec.source)}
@@ -166,7 +190,7 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		for _, n := range grantNotes {
 			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
 		}
-		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural,
+		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Plural: crd.Spec.Names.Plural, Converts: len(crd.Spec.Versions) > 1,
 			Namespaced: crd.Spec.Scope == apiextv1.NamespaceScoped, Rendered: chartrender.Kinds(granted),
 			LookedUp: chartrender.LookedUp(granted), Grants: grants, ServiceAccount: w.ServiceAccountName})
 	}
@@ -176,6 +200,9 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 	sort.Strings(bases)
 	files[CRDKustomization] = []byte(crdKustomizeIntro + "resources:\n- " + strings.Join(bases, "\n- ") + "\n")
 	files[ManagerRole] = Role(kinds)
+	for path, raw := range Webhook(kinds) {
+		files[path] = raw
+	}
 	for path, raw := range UserRoles(kinds) {
 		files[path] = raw
 	}
@@ -187,6 +214,23 @@ func Generate(watchesPath string) (files map[string][]byte, notes []string, err 
 		files[ProjectFile] = project
 	}
 	return files, notes, nil
+}
+
+// kindCRD is the CRD of a watched kind, its older versions kept from the one previous reads
+// (crdgen.Evolve), and what it notes.
+func kindCRD(w watchesfile.Watch, decl *chartapi.Compiled, spec specSchema, previous Previous) (*apiextv1.CustomResourceDefinition, []string, error) {
+	crd, rewritten, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", spec.source, err)
+	}
+	var replaced *apiextv1.CustomResourceDefinition
+	if previous != nil {
+		if replaced, err = previous(crd.Name); err != nil {
+			return nil, nil, err
+		}
+	}
+	crd, evolved, err := crdgen.Evolve(crd, replaced, decl)
+	return crd, append(rewritten, evolved...), err
 }
 
 // Write writes the generated files below configDir.

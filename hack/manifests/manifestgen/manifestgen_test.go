@@ -26,7 +26,7 @@ func inRepo(t *testing.T) {
 // without regenerating fails here.
 func TestCommittedManifestsAreUpToDate(t *testing.T) {
 	inRepo(t)
-	files, _, err := Generate("watches.yaml")
+	files, _, err := Generate("watches.yaml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestCommittedManifestsAreUpToDate(t *testing.T) {
 // paths, CEL rules, printer columns).
 func TestGeneratedCRDsAreValid(t *testing.T) {
 	inRepo(t)
-	files, _, err := Generate("watches.yaml")
+	files, _, err := Generate("watches.yaml", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestABadDeclarationStopsTheGeneration(t *testing.T) {
 	write(filepath.Join(chart, "kind.yaml"), "status:\n  fields:\n    n:\n      type: string\n      expression: objects.size(\n")
 	watches := filepath.Join(dir, "watches.yaml")
 	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n")
-	_, _, err := Generate(watches)
+	_, _, err := Generate(watches, Options{})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(chart, "kind.yaml")+":5: status.fields.n") {
 		t.Fatalf("error %v, want one naming kind.yaml:5", err)
 	}
@@ -111,7 +111,7 @@ func TestABadDeclarationStopsTheGeneration(t *testing.T) {
 	if err := os.Remove(filepath.Join(chart, "kind.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	files, _, err := Generate(watches)
+	files, _, err := Generate(watches, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestASecondKindGetsItsUserRolesAndProjectEntry(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "PROJECT"), project, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	files, _, err := Generate(filepath.Join(dir, "watches.yaml"))
+	files, _, err := Generate(filepath.Join(dir, "watches.yaml"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 		{reach: "  reach: {clusterScoped: [ClusterRole.rbac.authorization.k8s.io, ClusterRoleBinding.rbac.authorization.k8s.io], namespaces: [monitoring]}\n"},
 	} {
 		write(watches, entry+tc.reach)
-		files, _, err := Generate(watches)
+		files, _, err := Generate(watches, Options{})
 		if len(tc.wantErr) > 0 {
 			if err == nil {
 				t.Errorf("reach %q: no error, want one naming %q", tc.reach, tc.wantErr)
@@ -287,7 +287,7 @@ func TestRenderingsOutsideTheNamespaceNeedTheWatchsReach(t *testing.T) {
 	}
 	// Two kinds out of reach are told in one run.
 	write(watches, entry+strings.ReplaceAll(entry, "Thing", "Other"))
-	if _, _, err := Generate(watches); err == nil || !strings.Contains(err.Error(), "Thing.example.com: ") || !strings.Contains(err.Error(), "Other.example.com: ") {
+	if _, _, err := Generate(watches, Options{}); err == nil || !strings.Contains(err.Error(), "Thing.example.com: ") || !strings.Contains(err.Error(), "Other.example.com: ") {
 		t.Errorf("error %v, want one naming both kinds", err)
 	}
 }
@@ -387,7 +387,7 @@ func TestMakeManifestsSaysWhereFixedNamesAllowOneResource(t *testing.T) {
 	})
 	watches := filepath.Join(dir, "watches.yaml")
 	write(watches, "- group: example.com\n  version: v1\n  kind: Thing\n  chart: "+chart+"\n  reach:\n    clusterScoped: [ClusterRole.rbac.authorization.k8s.io]\n")
-	_, notes, err := Generate(watches)
+	_, notes, err := Generate(watches, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestMakeManifestsSaysWhereFixedNamesAllowOneResource(t *testing.T) {
 
 	write(filepath.Join(chart, "templates", "fixed.yaml"), "")
 	write(filepath.Join(chart, "templates", "roles.yaml"), fmt.Sprintf(role, "{{ .Release.Namespace }}-{{ .Release.Name }}"))
-	_, notes, err = Generate(watches)
+	_, notes, err = Generate(watches, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ var (
 	finalizerVerbs = []string{"update"}
 	eventVerbs     = []string{"create", "patch"}
 	metadataWatch  = []string{"list", "watch"}
+	crdVerbs       = []string{"get", "patch"}
 )
 
 type rule struct {
@@ -117,6 +118,19 @@ func Role(kinds []Kind) []byte {
 		slices.Sort(accounts)
 		rules = append(rules, rule{comment: "The ServiceAccounts, by name, whose identity the releases of some kinds take (watches.yaml " + tenancy.ServiceAccountKey + ").",
 			group: "", resource: "serviceaccounts", resourceNames: accounts, verbs: tenancy.Verbs})
+	}
+	var converting []string
+	for _, k := range kinds {
+		if k.Converts {
+			converting = append(converting, k.Plural+"."+k.GVK.Group)
+		}
+	}
+	if len(converting) > 0 {
+		rules = append(rules,
+			rule{comment: "The CRDs of the kinds that declare versions: the conversion webhook reads their schemas and takes its CA into\n" +
+				"# them; the storage migration trims their stored versions (package conversion).",
+				group: "apiextensions.k8s.io", resource: "customresourcedefinitions", resourceNames: converting, verbs: crdVerbs},
+			rule{group: "apiextensions.k8s.io", resource: "customresourcedefinitions/status", resourceNames: converting, verbs: finalizerVerbs})
 	}
 	rules = append(rules,
 		rule{comment: "Events on the custom resources.", group: "", resource: "events", verbs: eventVerbs},

@@ -1,0 +1,218 @@
+package chartapi
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Kept holds, by version, the values of that version's fields that a conversion away from it
+// had no place for (a field a newer version removed, or one an older version does not know), by
+// dotted path; a conversion back to the version puts them back. It travels with the resource
+// (an annotation), so that converting a resource to another version and back gives back what
+// was stored, whichever way the versions differ.
+type Kept map[string]map[string]any
+
+// Representable tells whether a field, by its path in the spec, is one the schema of version
+// holds (a resource read at that version keeps it); nil: every field is.
+type Representable func(version string, path []string) bool
+
+// Convert converts a spec of version from to version to, along the declared versions, one
+// version at a time; kept is read and updated. A kind of one version converts nothing.
+func (c *Compiled) Convert(spec map[string]any, from, to string, kept Kept, fits Representable) (map[string]any, error) {
+	i, j := c.versionIndex(from), c.versionIndex(to)
+	if i < 0 || j < 0 {
+		return nil, fmt.Errorf("cannot convert from %s to %s: the kind's versions are %v", from, to, c.VersionNames())
+	}
+	var err error
+	for ; i > j && err == nil; i-- {
+		spec, err = c.up(i, spec, kept)
+	}
+	for ; i < j && err == nil; i++ {
+		spec, err = c.down(i+1, spec, kept, fits)
+	}
+	return spec, err
+}
+
+// VersionNames are the kind's versions, newest first; none when it declares none.
+func (c *Compiled) VersionNames() []string {
+	var out []string
+	for _, v := range c.Kind.Versions {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func (c *Compiled) versionIndex(name string) int {
+	return slices.IndexFunc(c.Kind.Versions, func(v Version) bool { return v.Name == name })
+}
+
+// up converts a spec of version i to version i-1: the changes of version i in order, then the
+// fields of version i-1 kept when it was converted to version i.
+func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, error) {
+	v, newer := c.Kind.Versions[i], c.Kind.Versions[i-1].Name
+	out := runtime.DeepCopyJSON(old)
+	for n, ch := range v.Changes {
+		switch {
+		case ch.Move != nil:
+			if val, ok := take(out, ch.Move.From); ok {
+				put(out, ch.Move.To, val)
+			}
+		case ch.Compute != nil:
+			if !slices.ContainsFunc(ch.Compute.From, func(f string) bool { _, ok := get(old, f); return ok }) {
+				continue // nothing to compute from: the field stays unset
+			}
+			val, err := evaluateAny(c.computed[i][n].forward, old)
+			if err != nil {
+				return nil, fmt.Errorf("%s to %s: compute %s: %w", v.Name, newer, ch.Compute.To, err)
+			}
+			for _, f := range ch.Compute.From {
+				take(out, f)
+			}
+			if val != nil {
+				put(out, ch.Compute.To, val)
+			}
+		case ch.Remove != nil:
+			if val, ok := take(out, ch.Remove.Field); ok {
+				keep(kept, v.Name, ch.Remove.Field, val)
+			}
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(kept[newer])) {
+		if _, set := get(out, path); !set {
+			put(out, path, kept[newer][path])
+		}
+	}
+	delete(kept, newer)
+	return out, nil
+}
+
+// down converts a spec of version i-1 to version i: the changes of version i undone, last first,
+// then the fields version i does not hold kept for version i-1.
+func (c *Compiled) down(i int, newer map[string]any, kept Kept, fits Representable) (map[string]any, error) {
+	v := c.Kind.Versions[i]
+	out := runtime.DeepCopyJSON(newer)
+	for n := len(v.Changes) - 1; n >= 0; n-- {
+		switch ch := v.Changes[n]; {
+		case ch.Move != nil:
+			if val, ok := take(out, ch.Move.To); ok {
+				put(out, ch.Move.From, val)
+			}
+		case ch.Compute != nil:
+			if _, ok := take(out, ch.Compute.To); !ok {
+				continue
+			}
+			for _, f := range slices.Sorted(maps.Keys(ch.Compute.Back)) {
+				val, err := evaluateAny(c.computed[i][n].back[f], newer)
+				if err != nil {
+					return nil, fmt.Errorf("%s to %s: compute %s back %s: %w", c.Kind.Versions[i-1].Name, v.Name, ch.Compute.To, f, err)
+				}
+				if val != nil {
+					put(out, f, val)
+				}
+			}
+		case ch.Remove != nil:
+			if val, ok := kept[v.Name][ch.Remove.Field]; ok {
+				put(out, ch.Remove.Field, val)
+				delete(kept[v.Name], ch.Remove.Field)
+			}
+		}
+	}
+	if len(kept[v.Name]) == 0 {
+		delete(kept, v.Name)
+	}
+	if fits != nil {
+		dropUnfit(out, nil, func(path []string, val any) bool {
+			if fits(v.Name, path) {
+				return false
+			}
+			keep(kept, c.Kind.Versions[i-1].Name, strings.Join(path, "."), val)
+			return true
+		})
+	}
+	return out, nil
+}
+
+// dropUnfit deletes from m (at path) each field drop says so of, descending into objects.
+func dropUnfit(m map[string]any, path []string, drop func(path []string, val any) bool) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		p := append(slices.Clone(path), k)
+		if drop(p, m[k]) {
+			delete(m, k)
+		} else if child, ok := m[k].(map[string]any); ok {
+			dropUnfit(child, p, drop)
+		}
+	}
+}
+
+func keep(kept Kept, version, path string, val any) {
+	if kept[version] == nil {
+		kept[version] = map[string]any{}
+	}
+	kept[version][path] = val
+}
+
+// get, take and put read, remove and write the value at a dotted path of nested objects.
+func get(m map[string]any, path string) (any, bool) {
+	keys := strings.Split(path, ".")
+	for _, k := range keys[:len(keys)-1] {
+		child, ok := m[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		m = child
+	}
+	v, ok := m[keys[len(keys)-1]]
+	return v, ok
+}
+
+func take(m map[string]any, path string) (any, bool) {
+	parent, key := m, path
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		p, _ := get(m, path[:i])
+		var ok bool
+		if parent, ok = p.(map[string]any); !ok {
+			return nil, false
+		}
+		key = path[i+1:]
+	}
+	v, ok := parent[key]
+	delete(parent, key)
+	return v, ok
+}
+
+func put(m map[string]any, path string, v any) {
+	keys := strings.Split(path, ".")
+	for _, k := range keys[:len(keys)-1] {
+		child, ok := m[k].(map[string]any)
+		if !ok {
+			child = map[string]any{}
+			m[k] = child
+		}
+		m = child
+	}
+	m[keys[len(keys)-1]] = v
+}
+
+// evaluateAny runs a conversion program over a spec; null or an empty optional is nil.
+func evaluateAny(p cel.Program, self map[string]any) (any, error) {
+	v, _, err := p.Eval(map[string]any{VarSelf: self, VarObjects: []any{}, VarVariables: map[string]any{}})
+	if err != nil {
+		return nil, err
+	}
+	if opt, ok := v.(*types.Optional); ok {
+		if !opt.HasValue() {
+			return nil, nil
+		}
+		v = opt.GetValue()
+	}
+	if v == types.NullValue {
+		return nil, nil
+	}
+	return toJSON(v)
+}

@@ -1,0 +1,167 @@
+package chartapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// threeVersions declares v1 (the chart's), v1beta1 and v1alpha1, each older one with its
+// changes to the next newer one.
+const threeVersions = `
+versions:
+  - name: v1
+  - name: v1beta1
+    changes:
+      - compute:
+          to: timeout
+          from: [timeoutSeconds]
+          expression: "string(self.timeoutSeconds) + 's'"
+          back:
+            timeoutSeconds: "int(self.timeout.replace('s', ''))"
+      - move: {from: tls.secret, to: tls.secretName}
+  - name: v1alpha1
+    changes:
+      - move: {from: replicas, to: replicaCount}
+      - remove: {field: legacy, why: the proxy dropped it}
+`
+
+func compiledVersions(t *testing.T, decl string) *Compiled {
+	t.Helper()
+	k, err := Parse([]byte(decl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.CheckVersions("v1"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func specOf(t *testing.T, js string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatal(err)
+	}
+	return normalised(t, m)
+}
+
+// normalised is m as a decoded JSON document with whole numbers as int64, as the apiserver's
+// objects hold them.
+func normalised(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	raw, _ := json.Marshal(m)
+	var out map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	var fix func(v any) any
+	fix = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				return i
+			}
+			f, _ := x.Float64()
+			return f
+		case map[string]any:
+			for k, c := range x {
+				x[k] = fix(c)
+			}
+		case []any:
+			for i, c := range x {
+				x[i] = fix(c)
+			}
+		}
+		return v
+	}
+	return fix(out).(map[string]any)
+}
+
+// Each change converts up and back; a round trip, either way and across versions, gives back
+// what was stored: a removed field and a field an older version does not hold travel in Kept.
+func TestConversionRoundTrips(t *testing.T) {
+	c := compiledVersions(t, threeVersions)
+	// alphaFields are the fields v1alpha1's schema holds.
+	alphaFields := []string{"replicas", "legacy", "timeoutSeconds", "tls", "tls.secret", "image"}
+	fits := func(version string, path []string) bool {
+		return version != "v1alpha1" || slices.Contains(alphaFields, strings.Join(path, "."))
+	}
+	cases := []struct {
+		name, from, to string
+		spec, want     string
+	}{
+		{name: "up two versions", from: "v1alpha1", to: "v1",
+			spec: `{"replicas":3,"legacy":"x","timeoutSeconds":30,"tls":{"secret":"cert"},"image":"nginx"}`,
+			want: `{"replicaCount":3,"timeout":"30s","tls":{"secretName":"cert"},"image":"nginx"}`},
+		{name: "down two versions", from: "v1", to: "v1alpha1",
+			spec: `{"replicaCount":3,"timeout":"30s","tls":{"secretName":"cert"},"image":"nginx"}`,
+			want: `{"replicas":3,"timeoutSeconds":30,"tls":{"secret":"cert"},"image":"nginx"}`},
+		{name: "a compute with nothing to compute from sets nothing", from: "v1alpha1", to: "v1",
+			spec: `{"replicas":1}`, want: `{"replicaCount":1}`},
+		{name: "a field v1alpha1 does not hold", from: "v1", to: "v1alpha1",
+			spec: `{"replicaCount":2,"tls":{"secretName":"cert","minVersion":"1.3"},"newThing":true}`,
+			want: `{"replicas":2,"tls":{"secret":"cert"}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kept := Kept{}
+			got, err := c.Convert(specOf(t, tc.spec), tc.from, tc.to, kept, fits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := specOf(t, tc.want); !reflect.DeepEqual(got, want) {
+				t.Errorf("converted %s, want %s", show(got), show(want))
+			}
+			back, err := c.Convert(got, tc.to, tc.from, kept, fits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored := specOf(t, tc.spec); !reflect.DeepEqual(back, stored) {
+				t.Errorf("round trip gave %s, want what was stored, %s (kept %v)", show(back), show(stored), kept)
+			}
+			if len(kept) != 0 {
+				t.Errorf("after the round trip Kept still holds %v", kept)
+			}
+		})
+	}
+}
+
+func show(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestVersionsAreCheckedWhenLoaded(t *testing.T) {
+	for decl, want := range map[string]string{
+		"versions: [{name: v1}]": "",
+		"versions: [{name: v2}]": "the first is v2, but watches.yaml watches v1",
+		"versions: [{name: v1, changes: [{move: {from: a, to: b}}]}]":                                             "v1, the chart's own version, is served and has no changes",
+		"versions: [{name: v1}, {name: v1}]":                                                                      `"v1": a version is named once`,
+		"versions: [{name: v1}, {name: beta}]":                                                                    `"beta": a version is named once`,
+		"versions: [{name: v1}, {name: v1beta1, changes: [{remove: {field: a}}]}]":                                "remove a says why",
+		"versions: [{name: v1}, {name: v1beta1, changes: [{}]}]":                                                  "changes[0]: one of move, compute or remove",
+		"versions: [{name: v1}, {name: v1beta1, changes: [{move: {from: 'a[0]', to: b}}]}]":                       `"a[0]": a field is a dotted path`,
+		"versions: [{name: v1}, {name: v1beta1, changes: [{compute: {to: a, from: [b], expression: 'self.b'}}]}]": "has a back expression for each of its from fields",
+	} {
+		k, err := Parse([]byte(decl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = k.CheckVersions("v1")
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%s: %v, want %q", decl, err, want)
+		}
+	}
+	if _, err := Compile(&Kind{Versions: []Version{{Name: "v1"}, {Name: "v1beta1", Changes: []Change{{Compute: &Compute{To: "a",
+		From: []string{"b"}, Expression: Expr{Source: "self.b +", Line: 7}, Back: map[string]Expr{"b": {Source: "self.a", Line: 8}}}}}}}}); err == nil ||
+		!strings.Contains(err.Error(), "kind.yaml:7: versions[v1beta1].compute a") {
+		t.Errorf("a compute expression that does not compile: %v", err)
+	}
+}

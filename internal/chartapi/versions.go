@@ -1,0 +1,198 @@
+package chartapi
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+)
+
+// Version is one API version of the kind (kind.yaml `versions`, newest first). The first is the
+// chart's own: served, stored, its spec the chart's values. Each older one is a version users'
+// resources were written in: the CRD keeps serving it with the schema it was served with, and
+// its Changes say how a spec of it becomes a spec of the version before it in the list; the way
+// back is their inverse. A spec field the changes do not name keeps its path.
+type Version struct {
+	Name string `yaml:"name"`
+	// Served: false stops serving an old version (its stored resources are migrated first).
+	Served *bool `yaml:"served"`
+	// Changes from this version to the next newer one.
+	Changes []Change `yaml:"changes"`
+	// Breaking accepts changes of the chart's own version that resources already stored may not
+	// fit (an alpha API's narrowed enum), each with its reason; only the first version has them.
+	Breaking []Breaking `yaml:"breaking"`
+}
+
+// Change is one change of a spec from its version to the next newer one; exactly one is set.
+type Change struct {
+	// Move takes the value at From to To (a rename, or a move into another object).
+	Move *Move `yaml:"move"`
+	// Compute sets To from an expression over the older spec, and back.
+	Compute *Compute `yaml:"compute"`
+	// Remove drops a field the newer version has no place for. The value is kept on the
+	// resource (an annotation) and comes back when the resource is read at its version again.
+	Remove *Remove `yaml:"remove"`
+}
+
+// Move renames or moves a value: dotted paths in the spec.
+type Move struct {
+	From string `yaml:"from"`
+	To   string `yaml:"to"`
+}
+
+// Compute sets To to Expression, evaluated with self the older spec; it replaces the fields
+// From. Back computes each of them again from the newer spec (self), so that a round trip gives
+// back what was stored. An expression that gives null or optional.none() leaves its field out.
+type Compute struct {
+	To         string          `yaml:"to"`
+	From       []string        `yaml:"from"`
+	Expression Expr            `yaml:"expression"`
+	Back       map[string]Expr `yaml:"back"`
+}
+
+// Remove drops Field, saying Why.
+type Remove struct {
+	Field string `yaml:"field"`
+	Why   string `yaml:"why"`
+}
+
+// Breaking is a field whose narrowed schema is accepted, and Why.
+type Breaking struct {
+	Field string `yaml:"field"`
+	Why   string `yaml:"why"`
+}
+
+// IsServed reports whether the version is served (the default).
+func (v Version) IsServed() bool { return v.Served == nil || *v.Served }
+
+// versionName is the form of a Kubernetes API version (v1, v1beta2, v2alpha1).
+var versionName = regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`)
+
+// fieldPath is a dotted path of spec keys.
+var fieldPath = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+
+// CheckVersions checks the versions' declaration against the version watches.yaml names for the
+// kind, which must be the newest: the one the operator reconciles and the chart renders.
+func (k *Kind) CheckVersions(watched string) error {
+	if len(k.Versions) == 0 {
+		return nil
+	}
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: versions: "+format, append([]any{cmpFile(k)}, args...)...))
+	}
+	if k.Versions[0].Name != watched {
+		fail("the first is %s, but watches.yaml watches %s: the first version is the chart's own, which the operator reconciles",
+			k.Versions[0].Name, watched)
+	}
+	if !k.Versions[0].IsServed() || len(k.Versions[0].Changes) > 0 {
+		fail("%s, the chart's own version, is served and has no changes", k.Versions[0].Name)
+	}
+	seen := map[string]bool{}
+	for i, v := range k.Versions {
+		if !versionName.MatchString(v.Name) || seen[v.Name] {
+			fail("%q: a version is named once, as v1, v1beta1 or v2alpha1", v.Name)
+		}
+		seen[v.Name] = true
+		if i > 0 && len(v.Breaking) > 0 {
+			fail("%s: only the chart's own version accepts breaking changes", v.Name)
+		}
+		for _, p := range v.paths() {
+			if !fieldPath.MatchString(p) {
+				fail("%s: %q: a field is a dotted path of spec keys (tls.secretName)", v.Name, p)
+			}
+		}
+		for j, c := range v.Changes {
+			if set := btoi(c.Move != nil) + btoi(c.Compute != nil) + btoi(c.Remove != nil); set != 1 {
+				fail("%s: changes[%d]: one of move, compute or remove", v.Name, j)
+			} else if c.Remove != nil && strings.TrimSpace(c.Remove.Why) == "" {
+				fail("%s: changes[%d]: remove %s says why", v.Name, j, c.Remove.Field)
+			} else if c.Compute != nil && !slices.Equal(slices.Sorted(mapKeys(c.Compute.Back)), slices.Sorted(slices.Values(c.Compute.From))) {
+				fail("%s: changes[%d]: compute %s has a back expression for each of its from fields, and no other", v.Name, j, c.Compute.To)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// paths are the fields the version's changes and accepted breaking changes name.
+func (v Version) paths() []string {
+	var out []string
+	for _, c := range v.Changes {
+		switch {
+		case c.Move != nil:
+			out = append(out, c.Move.From, c.Move.To)
+		case c.Compute != nil:
+			out = append(append(out, c.Compute.To), c.Compute.From...)
+		case c.Remove != nil:
+			out = append(out, c.Remove.Field)
+		}
+	}
+	for _, b := range v.Breaking {
+		out = append(out, b.Field)
+	}
+	return out
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func cmpFile(k *Kind) string {
+	if k.File == "" {
+		return FileName
+	}
+	return k.File
+}
+
+// computed are the programs of one compute change: its expression and its back expressions.
+type computed struct {
+	forward cel.Program
+	back    map[string]cel.Program
+}
+
+// compileVersions compiles the expressions of the versions' changes, by version and change.
+func (c *Compiled) compileVersions(env *cel.Env) error {
+	var errs []error
+	compile := func(v Version, what string, e Expr) cel.Program {
+		p, err := compileOne(env, e, cel.DynType)
+		if err == nil && e.Source == "" {
+			err = errors.New("expression is required")
+		}
+		if err != nil {
+			errs = append(errs, c.Kind.errorAt(e.Line, "versions["+v.Name+"]."+what, err))
+		}
+		return p
+	}
+	c.computed = make([][]computed, len(c.Kind.Versions))
+	for i, v := range c.Kind.Versions {
+		c.computed[i] = make([]computed, len(v.Changes))
+		for j, ch := range v.Changes {
+			if ch.Compute == nil {
+				continue
+			}
+			p := computed{forward: compile(v, "compute "+ch.Compute.To, ch.Compute.Expression), back: map[string]cel.Program{}}
+			for f, e := range ch.Compute.Back {
+				p.back[f] = compile(v, "compute "+ch.Compute.To+" back "+f, e)
+			}
+			c.computed[i][j] = p
+		}
+	}
+	return errors.Join(errs...)
+}
