@@ -163,9 +163,8 @@ func (w *Webhook) schema(ctx context.Context, crd, version string) (map[string]a
 	if s, ok := w.schemas[key]; ok {
 		return s, nil
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	if err := w.CRDs.Get(ctx, client.ObjectKey{Name: crd}, u); err != nil {
+	u := crdObject(crd)
+	if err := w.CRDs.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 		return nil, err
 	}
 	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
@@ -182,6 +181,14 @@ func (w *Webhook) schema(ctx context.Context, crd, version string) (map[string]a
 		return s, nil
 	}
 	return nil, fmt.Errorf("CRD %s serves no version %s", crd, version)
+}
+
+// crdObject is the CRD name, to read.
+func crdObject(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	u.SetName(name)
+	return u
 }
 
 // Options are how the webhook is served (the operator's flags).

@@ -161,8 +161,8 @@ func injected(t *testing.T, c client.Client) (bundle []byte, config map[string]a
 }
 
 // Behind a Service (make deploy), the certificate is made once into a Secret every replica
-// shares, written where the webhook server reads it, its CA given to the CRD; renewed before it
-// ends, with its CA a year before the CA ends, while the CRD trusts the old CA too.
+// shares, written where the webhook server reads it and trusted by the CRD; renewed before it
+// ends, while the CRD trusts the old one too.
 func TestTheCertificateIsProvisionedAndRenewed(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(crd(t)).Build()
@@ -175,11 +175,6 @@ func TestTheCertificateIsProvisionedAndRenewed(t *testing.T) {
 	if config["url"] != "https://localhost:9443/convert" {
 		t.Errorf("the clientConfig's reference changed: %v", config)
 	}
-	secret := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: "ops", Name: "hook-cert"}
-	if err := c.Get(ctx, key, secret); err != nil {
-		t.Fatal(err)
-	}
 	// Nothing is due: nothing changes.
 	if err := certs.ensure(ctx); err != nil {
 		t.Fatal(err)
@@ -187,45 +182,29 @@ func TestTheCertificateIsProvisionedAndRenewed(t *testing.T) {
 	if again := certified(t, certs.Dir, bundle, "hook.ops.svc"); !again.Equal(first) {
 		t.Error("a certificate that is not due was renewed")
 	}
-	// The certificate ends within a month: renewed by the same CA.
-	expiring := func(lifetime time.Duration, ca *keyPair) {
-		t.Helper()
-		if err := c.Get(ctx, key, secret); err != nil {
-			t.Fatal(err)
-		}
-		dns := []string{"hook", "hook.ops", "hook.ops.svc", "hook.ops.svc.cluster.local"}
-		kp, err := issue(ca, dns, time.Now().Add(-lifetime+24*time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ca == nil {
-			secret.Data["ca.crt"], secret.Data["ca.key"] = kp.certPEM, kp.keyPEM
-		} else {
-			secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = kp.certPEM, kp.keyPEM
-		}
-		if err := c.Update(ctx, secret); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ca, _ := parsePair(secret.Data["ca.crt"], secret.Data["ca.key"])
-	expiring(certLifetime, &ca)
-	if err := certs.ensure(ctx); err != nil {
+	// The certificate ends within a month: renewed, the old one trusted beside it until it ends.
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "ops", Name: "hook-cert"}, secret); err != nil {
 		t.Fatal(err)
 	}
-	renewed := certified(t, certs.Dir, bundle, "hook.ops.svc")
-	if renewed.NotAfter.Before(time.Now().Add(certRenewal)) {
-		t.Errorf("the certificate ends %s: not renewed", renewed.NotAfter)
+	cert, key, err := issue(time.Now().Add(-certLifetime+24*time.Hour), certs.hosts()...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The CA ends within a year: a new CA, trusted beside the old one until it ends.
-	expiring(caLifetime, nil)
+	secret.Data = map[string][]byte{corev1.TLSCertKey: cert, corev1.TLSPrivateKeyKey: key, bundleKey: cert}
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
 	if err := certs.ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
 	bundle, _ = injected(t, c)
 	if n := bytes.Count(bundle, []byte("BEGIN CERTIFICATE")); n != 2 {
-		t.Errorf("the CRD trusts %d CAs, want the new one and the old one", n)
+		t.Errorf("the CRD trusts %d certificates, want the new one and the old one", n)
 	}
-	certified(t, certs.Dir, bundle, "hook.ops.svc")
+	if renewed := certified(t, certs.Dir, bundle, "hook.ops.svc"); renewed.NotAfter.Before(time.Now().Add(certRenewal)) {
+		t.Errorf("the certificate ends %s: not renewed", renewed.NotAfter)
+	}
 }
 
 // Out of a cluster (make run), the certificate is made at start for the webhook's host, and the

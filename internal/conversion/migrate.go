@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -85,9 +84,8 @@ func (m *Migration) migrate(ctx context.Context, k Kind) (int, error) {
 // crd reads the kind's CRD; nil when its storage version is not this chart's (the CRD installed
 // is another chart's: nothing is stored at this version yet).
 func (m *Migration) crd(ctx context.Context, k Kind) (*unstructured.Unstructured, error) {
-	crd := &unstructured.Unstructured{}
-	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	if err := m.Reader.Get(ctx, client.ObjectKey{Name: k.CRD}, crd); err != nil {
+	crd := crdObject(k.CRD)
+	if err := m.Reader.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
 		return nil, err
 	}
 	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
