@@ -117,6 +117,7 @@ lint: $(GOLANGCI_LINT) $(HELM) ## Run golangci-lint (.golangci.yml) and helm lin
 	cd hack/oci && $(GOLANGCI_LINT) run --config $(ROOT)/.golangci.yml ./...
 	$(HELM) lint --strict helm-charts/myproxy
 	$(HELM) lint --strict examples/staticsite
+	$(HELM) lint --strict examples/greeter
 
 # The unit tests run in parallel (they start no server), which also compiles every package's
 # dependencies on all cores; the tests under test/ start control planes, one package at a time;

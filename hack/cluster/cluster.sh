@@ -219,6 +219,9 @@ up() {
     audit_flags=(--audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$logs/audit.log"
       --audit-log-maxsize=2000 --audit-log-maxbackup=1)
   fi
+  # --enable-aggregator-routing: the apiserver calls a webhook behind a Service (a conversion
+  # webhook) at one of its endpoints, as it does an aggregated API: no kube-proxy here routes a
+  # Service's cluster IP.
   start kube-apiserver --etcd-servers="http://127.0.0.1:$etcd_port" \
     --bind-address=127.0.0.1 --secure-port="$api_port" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
@@ -227,6 +230,7 @@ up() {
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc \
     --service-cluster-ip-range=10.96.0.0/16 \
+    --enable-aggregator-routing=true \
     "${audit_flags[@]}"
   wait_until kube-apiserver 120 sh -c "[ \"\$(kubectl --kubeconfig '$kubeconfig' get --raw /readyz 2>/dev/null)\" = ok ]"
 

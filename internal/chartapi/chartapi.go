@@ -198,6 +198,11 @@ func Load(chartDir string) (*Kind, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	k.File = path
+	for i := range k.Versions {
+		if err := k.Versions[i].loadPublished(chartDir); err != nil {
+			return nil, err
+		}
+	}
 	return k, nil
 }
 

@@ -18,13 +18,9 @@ import (
 // was stored, whichever way the versions differ.
 type Kept map[string]map[string]any
 
-// Representable tells whether a field, by its path in the spec, is one the schema of version
-// holds (a resource read at that version keeps it); nil: every field is.
-type Representable func(version string, path []string) bool
-
 // Convert converts a spec of version from to version to, along the declared versions, one
 // version at a time; kept is read and updated. A kind of one version converts nothing.
-func (c *Compiled) Convert(spec map[string]any, from, to string, kept Kept, fits Representable) (map[string]any, error) {
+func (c *Compiled) Convert(spec map[string]any, from, to string, kept Kept) (map[string]any, error) {
 	i, j := c.versionIndex(from), c.versionIndex(to)
 	if i < 0 || j < 0 {
 		return nil, fmt.Errorf("cannot convert from %s to %s: the kind's versions are %v", from, to, c.VersionNames())
@@ -34,9 +30,34 @@ func (c *Compiled) Convert(spec map[string]any, from, to string, kept Kept, fits
 		spec, err = c.up(i, spec, kept)
 	}
 	for ; i < j && err == nil; i++ {
-		spec, err = c.down(i+1, spec, kept, fits)
+		spec, err = c.down(i+1, spec, kept)
 	}
 	return spec, err
+}
+
+// Fits tells what the schema each older version was served with holds (as the chart keeps it):
+// a field, by its path in the spec, named by its object, under a map's values, or under an
+// object that keeps unknown fields. A version the chart keeps no schema of holds nothing: what a
+// conversion to it would drop is kept instead.
+func (c *Compiled) Fits(version string, path []string) bool {
+	i := c.versionIndex(version)
+	if i < 0 {
+		return false
+	}
+	node := c.Kind.Versions[i].SpecSchema()
+	for _, key := range path {
+		switch props, _ := node["properties"].(map[string]any); {
+		case node == nil:
+			return false
+		case node["x-kubernetes-preserve-unknown-fields"] == true:
+			return true
+		case props[key] != nil:
+			node, _ = props[key].(map[string]any)
+		default:
+			node, _ = node["additionalProperties"].(map[string]any)
+		}
+	}
+	return node != nil
 }
 
 // VersionNames are the kind's versions, newest first; none when it declares none.
@@ -94,7 +115,7 @@ func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, err
 
 // down converts a spec of version i-1 to version i: the changes of version i undone, last first,
 // then the fields version i does not hold kept for version i-1.
-func (c *Compiled) down(i int, newer map[string]any, kept Kept, fits Representable) (map[string]any, error) {
+func (c *Compiled) down(i int, newer map[string]any, kept Kept) (map[string]any, error) {
 	v := c.Kind.Versions[i]
 	out := runtime.DeepCopyJSON(newer)
 	for n := len(v.Changes) - 1; n >= 0; n-- {
@@ -126,15 +147,13 @@ func (c *Compiled) down(i int, newer map[string]any, kept Kept, fits Representab
 	if len(kept[v.Name]) == 0 {
 		delete(kept, v.Name)
 	}
-	if fits != nil {
-		dropUnfit(out, nil, func(path []string, val any) bool {
-			if fits(v.Name, path) {
-				return false
-			}
-			keep(kept, c.Kind.Versions[i-1].Name, strings.Join(path, "."), val)
-			return true
-		})
-	}
+	dropUnfit(out, nil, func(path []string, val any) bool {
+		if c.Fits(v.Name, path) {
+			return false
+		}
+		keep(kept, c.Kind.Versions[i-1].Name, strings.Join(path, "."), val)
+		return true
+	})
 	return out, nil
 }
 

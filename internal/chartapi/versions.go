@@ -3,11 +3,15 @@ package chartapi
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // Version is one API version of the kind (kind.yaml `versions`, newest first). The first is the
@@ -24,6 +28,40 @@ type Version struct {
 	// Breaking accepts changes of the chart's own version that resources already stored may not
 	// fit (an alpha API's narrowed enum), each with its reason; only the first version has them.
 	Breaking []Breaking `yaml:"breaking"`
+
+	// Published is an older version as its CRD served it (name, schema, subresources, columns),
+	// read from the chart's versions/<name>.yaml, which make manifests writes once, from the CRD
+	// it replaces, when the version stops being the chart's own; nil until then.
+	Published map[string]any `yaml:"-"`
+}
+
+// VersionsDir holds, in a chart, each older version of its kind as its CRD served it.
+const VersionsDir = "versions"
+
+// PublishedFile is where a chart keeps an older version as its CRD served it.
+func PublishedFile(chartDir, version string) string {
+	return filepath.Join(chartDir, VersionsDir, version+".yaml")
+}
+
+// loadPublished reads the version as its CRD served it, when the chart keeps it.
+func (v *Version) loadPublished(chartDir string) error {
+	raw, err := os.ReadFile(PublishedFile(chartDir, v.Name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		err = sigsyaml.Unmarshal(raw, &v.Published)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", PublishedFile(chartDir, v.Name), err)
+	}
+	return nil
+}
+
+// SpecSchema is the spec schema an older version was served with; nil when the chart keeps none.
+func (v Version) SpecSchema() map[string]any {
+	spec, _, _ := unstructured.NestedMap(v.Published, "schema", "openAPIV3Schema", "properties", "spec")
+	return spec
 }
 
 // Change is one change of a spec from its version to the next newer one; exactly one is set.

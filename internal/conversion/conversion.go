@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,11 +47,6 @@ type Kind struct {
 // Webhook converts custom resources between the versions their kinds declare.
 type Webhook struct {
 	Kinds map[schema.GroupKind]Kind
-	// CRDs reads the CRDs, for what each version's schema holds.
-	CRDs client.Reader
-
-	mu      sync.Mutex
-	schemas map[string]map[string]any // by CRD name and version: the schema of spec
 }
 
 // ServeHTTP answers a ConversionReview.
@@ -70,7 +64,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	for _, raw := range review.Request.Objects {
 		obj := &unstructured.Unstructured{}
 		if err = obj.UnmarshalJSON(raw.Raw); err == nil {
-			err = w.Convert(req.Context(), obj, review.Request.DesiredAPIVersion)
+			err = w.Convert(obj, review.Request.DesiredAPIVersion)
 		}
 		if err != nil {
 			resp = &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusFailure,
@@ -86,7 +80,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 
 // Convert converts obj to apiVersion as its kind declares: its spec, and the fields one version
 // has no place for, kept in an annotation until it is read at a version that has.
-func (w *Webhook) Convert(ctx context.Context, obj *unstructured.Unstructured, apiVersion string) error {
+func (w *Webhook) Convert(obj *unstructured.Unstructured, apiVersion string) error {
 	to, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return err
@@ -103,7 +97,7 @@ func (w *Webhook) Convert(ctx context.Context, obj *unstructured.Unstructured, a
 		}
 	}
 	if spec, ok := obj.Object["spec"].(map[string]any); ok {
-		if spec, err = k.Decl.Convert(spec, obj.GroupVersionKind().Version, to.Version, kept, w.fits(ctx, k.CRD)); err != nil {
+		if spec, err = k.Decl.Convert(spec, obj.GroupVersionKind().Version, to.Version, kept); err != nil {
 			return err
 		}
 		obj.Object["spec"] = spec
@@ -119,68 +113,6 @@ func (w *Webhook) Convert(ctx context.Context, obj *unstructured.Unstructured, a
 	obj.SetAnnotations(annotations)
 	obj.SetAPIVersion(apiVersion)
 	return nil
-}
-
-// fits tells what the schema of a version of the CRD holds, read from the CRD once per version:
-// a served version's schema does not change (make manifests keeps it). A schema that cannot be
-// read holds nothing: what it would drop is kept instead.
-func (w *Webhook) fits(ctx context.Context, crd string) chartapi.Representable {
-	return Fits(func(version string) map[string]any {
-		s, _ := w.schema(ctx, crd, version)
-		return s
-	})
-}
-
-// Fits tells whether a field, by its path in the spec, is one the spec schema of version (as
-// schema gives it, a decoded JSON schema) holds: named by its object, under a map's values, or
-// under an object that keeps unknown fields.
-func Fits(schema func(version string) map[string]any) chartapi.Representable {
-	return func(version string, path []string) bool {
-		node := schema(version)
-		if node == nil {
-			return false
-		}
-		for _, key := range path {
-			switch props, _ := node["properties"].(map[string]any); {
-			case node["x-kubernetes-preserve-unknown-fields"] == true:
-				return true
-			case props[key] != nil:
-				node, _ = props[key].(map[string]any)
-			default:
-				if node, _ = node["additionalProperties"].(map[string]any); node == nil {
-					return false
-				}
-			}
-		}
-		return true
-	}
-}
-
-func (w *Webhook) schema(ctx context.Context, crd, version string) (map[string]any, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	key := crd + "/" + version
-	if s, ok := w.schemas[key]; ok {
-		return s, nil
-	}
-	u := crdObject(crd)
-	if err := w.CRDs.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
-		return nil, err
-	}
-	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
-	for _, v := range versions {
-		v, _ := v.(map[string]any)
-		if s, ok, _ := unstructured.NestedMap(v, "schema", "openAPIV3Schema", "properties", "spec"); ok {
-			if w.schemas == nil {
-				w.schemas = map[string]map[string]any{}
-			}
-			w.schemas[crd+"/"+fmt.Sprint(v["name"])] = s
-		}
-	}
-	if s, ok := w.schemas[key]; ok {
-		return s, nil
-	}
-	return nil, fmt.Errorf("CRD %s serves no version %s", crd, version)
 }
 
 // crdObject is the CRD name, to read.
@@ -247,7 +179,7 @@ func Setup(ctx context.Context, mgr manager.Manager, ws []watchesfile.Watch, o O
 		return fmt.Errorf("the conversion webhook's certificate: %w", err)
 	}
 	server := webhook.NewServer(webhook.Options{Host: host, Port: portNumber, CertDir: dir})
-	server.Register(Path, &Webhook{Kinds: kinds, CRDs: o.Client})
+	server.Register(Path, &Webhook{Kinds: kinds})
 	var migrated []Kind
 	for _, k := range kinds {
 		migrated = append(migrated, k)

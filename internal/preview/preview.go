@@ -114,7 +114,7 @@ func (k Kind) converted(cr *unstructured.Unstructured) (*unstructured.Unstructur
 	if len(versions) < 2 || cr.GroupVersionKind().Version == versions[0] || !ok {
 		return cr, nil
 	}
-	spec, err := k.Decl.Convert(spec, cr.GroupVersionKind().Version, versions[0], chartapi.Kept{}, nil)
+	spec, err := k.Decl.Convert(spec, cr.GroupVersionKind().Version, versions[0], chartapi.Kept{})
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,43 +11,6 @@ import (
 
 	"github.com/example/myproxy-operator/test/harness"
 )
-
-// copyProject copies the project's tracked files into a new directory: a checkout to change
-// as a chart author would.
-func copyProject(t *testing.T) string {
-	t.Helper()
-	root := harness.RepoRoot()
-	dir := t.TempDir()
-	out, err := exec.Command("git", "-C", root, "ls-files").Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	for _, rel := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		copyFile(t, filepath.Join(root, rel), filepath.Join(dir, rel))
-	}
-	return dir
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	raw, err := os.ReadFile(from)
-	if os.IsNotExist(err) {
-		return // deleted in the work tree
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := os.Stat(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, raw, info.Mode()); err != nil {
-		t.Fatal(err)
-	}
-}
 
 const staticSiteWatch = `
 - group: web.example.com
@@ -205,7 +167,7 @@ spec:
 // the other kind holds, and uninstall; and the built-in edit and view roles cover the new kind.
 // A third kind, whose chart renders out of the namespace for some names, is refused for those.
 func TestASecondKindThroughFilesAlone(t *testing.T) {
-	project := copyProject(t)
+	project := harness.CopyProject(t)
 	harness.CopyDir(t, filepath.Join(harness.RepoRoot(), "examples", "staticsite"), filepath.Join(project, "helm-charts", "staticsite"))
 	watches, err := os.OpenFile(filepath.Join(project, "watches.yaml"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {

@@ -20,21 +20,6 @@ import (
 // share the cluster.
 const versionsGroup = "versions.example.com"
 
-// editFile replaces old with new in the file at path, failing unless old is there.
-func editFile(t *testing.T, path string, pairs ...string) {
-	t.Helper()
-	s := readFile(t, path)
-	for i := 0; i < len(pairs); i += 2 {
-		if !strings.Contains(s, pairs[i]) {
-			t.Fatalf("%s holds no %q", path, pairs[i])
-		}
-		s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
-	}
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // auditedUpdates counts, by namespace/name, the updates of the custom resources of resource (not
 // their status) that user sent since from and the apiserver answered 200: the audit log is the
 // ground truth of what was rewritten.
@@ -75,8 +60,8 @@ func auditedUpdates(t *testing.T, user, resource string, from time.Time) map[str
 // once, even across a kill -9 of the operator in the middle (the audit log counts the rewrites),
 // and the CRD's storedVersions trimmed; the old version still takes writes, scale included.
 func TestAKindsAPIChangesWithItsChart(t *testing.T) {
-	project := copyProject(t)
-	editFile(t, filepath.Join(project, "watches.yaml"), "group: gateway.example.com", "group: "+versionsGroup)
+	project := harness.CopyProject(t)
+	harness.EditFile(t, filepath.Join(project, "watches.yaml"), "group: gateway.example.com", "group: "+versionsGroup)
 	env := []string{"KUBECONFIG=" + kubeconfig}
 	kustomize := "KUSTOMIZE=" + harness.Tool(t, "KUSTOMIZE", "kustomize")
 	harness.Run(t, nil, "make", "-C", project, "manifests")
@@ -111,27 +96,13 @@ func TestAKindsAPIChangesWithItsChart(t *testing.T) {
 	op.Stop(t)
 
 	// The rename, as a chart author makes it.
-	chart := filepath.Join(project, "helm-charts", "myproxy")
-	editFile(t, filepath.Join(chart, "values.yaml"), "\nreplicas: 1", "\nreplicaCount: 1")
-	editFile(t, filepath.Join(chart, "values.schema.json"), `"replicas": {`, `"replicaCount": {`)
-	editFile(t, filepath.Join(chart, "templates", "deployment.yaml"), ".Values.replicas", ".Values.replicaCount")
-	editFile(t, filepath.Join(chart, "kind.yaml"), "jsonPath: .spec.replicas", "jsonPath: .spec.replicaCount",
-		"specReplicasPath: .spec.replicas", "specReplicasPath: .spec.replicaCount")
+	harness.RenameReplicas(t, project)
 	out, err := harness.RunErr(nil, "make", "-C", project, "manifests")
 	if err == nil || !strings.Contains(out, "spec.replicas: v1alpha1 has no spec.replicas") {
 		t.Fatalf("make manifests took the rename without a declaration (%v):\n%s", err, out)
 	}
 	// Declared: a new version, with the move from the old one.
-	editFile(t, filepath.Join(project, "watches.yaml"), "version: v1alpha1", "version: v1beta1")
-	kindYAML, err := os.OpenFile(filepath.Join(chart, "kind.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kindYAML.WriteString("versions:\n  - name: v1beta1\n  - name: v1alpha1\n    changes:\n" +
-		"      - move: {from: replicas, to: replicaCount}\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = kindYAML.Close()
+	harness.DeclareReplicasRenamed(t, project)
 	harness.Run(t, nil, "make", "-C", project, "manifests")
 	harness.Run(t, env, "make", "-C", project, "install", kustomize)
 

@@ -40,19 +40,27 @@ type release struct {
 	version, operator, bundle, bundleDir string
 }
 
-// publish does what a publisher does for a version: make image-push, make render-bundle for
-// that image, make bundle-push.
-func publish(t *testing.T, version string) release {
+// publish does what a publisher does for a version of the project (a copy; "": the repository
+// itself): make image-push, make render-bundle for that image, make bundle-push.
+func publish(t *testing.T, project, version string) release {
 	t.Helper()
 	images := t.TempDir()
-	operator := pushOperator(t, version)
+	in := []string{"-C", cmpOr(project, harness.RepoRoot())}
+	operator := printed(makeIn(t, images, append(in, "image-push", "VERSION="+version, "IMG="+registry+"/myproxy-operator:v"+version)...))
 	staged := t.TempDir()
-	makeIn(t, images, "render-bundle", "BUNDLE_CONTEXT="+staged, "VERSION="+version, "IMG="+operator)
-	bundle := printed(makeIn(t, images, "bundle-push", "BUNDLE_CONTEXT="+staged, "BUNDLE_IMG="+registry+"/myproxy-operator-bundle:v"+version))
+	makeIn(t, images, append(in, "render-bundle", "BUNDLE_CONTEXT="+staged, "VERSION="+version, "IMG="+operator)...)
+	bundle := printed(makeIn(t, images, append(in, "bundle-push", "BUNDLE_CONTEXT="+staged, "BUNDLE_IMG="+registry+"/myproxy-operator-bundle:v"+version)...))
 	if !strings.Contains(bundle, "@sha256:") {
 		t.Fatalf("make bundle-push printed %q", bundle)
 	}
 	return release{version: version, operator: operator, bundle: bundle, bundleDir: export(t, bundle)}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // pushCatalog renders a catalog of the releases (oldest first, each upgrading the one before)
@@ -130,7 +138,7 @@ func TestOLMInstallsUpgradesAndRemovesTheBundle(t *testing.T) {
 	ctx := context.Background()
 	startOLM(t, kube)
 
-	first := publish(t, "0.1.0")
+	first := publish(t, "", "0.1.0")
 	catalogAddr := harness.FreeAddr(t)
 	catalog := serveCatalog(t, pushCatalog(t, first), catalogAddr)
 	kubectl(t, "apply", "-f", harness.WriteTemp(t, "source-*.yaml", []byte(`apiVersion: operators.coreos.com/v1alpha1
@@ -165,8 +173,10 @@ spec: {channel: `+channel+`, name: `+packageName+`, source: `+catalogName+`, sou
 	name := applySample(t, ns)
 
 	// The second version reaches the catalog's channel as a publisher ships it: a new catalog
-	// image under the same tag, which the catalog's registry Pod is rolled to.
-	second := publish(t, "0.2.0")
+	// image under the same tag, which the catalog's registry Pod is rolled to. Its chart renamed
+	// a value, declared as a new version of MyProxy: OLM's checks of the CRD upgrade pass, and OLM
+	// provides the conversion webhook's certificate and points the CRD at it.
+	second := publish(t, versionedProject(t), "0.2.0")
 	next := pushCatalog(t, first, second)
 	catalog.Stop(t)
 	serveCatalog(t, next, catalogAddr)
@@ -179,7 +189,8 @@ spec: {channel: `+channel+`, name: `+packageName+`, source: `+catalogName+`, sou
 	installedIsTheBundle(t, kube, second)
 	op.Stop(t)
 	op = runManager(t, kube, second)
-	kubectl(t, "patch", "-n", ns, "myproxy/"+name, "--type=merge", "-p", `{"spec":{"replicas":1}}`)
+	keptAtBothVersions(t, ns, name)
+	kubectl(t, "patch", "-n", ns, "myproxy.v1alpha1.gateway.example.com/"+name, "--type=merge", "-p", `{"spec":{"replicas":1}}`)
 	waitJSONPath(t, ns, "deployment/"+name, "{.spec.replicas}", "1")
 	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/"+name, "--timeout=120s")
 
@@ -227,6 +238,7 @@ func leftByPromise(obj string, managers []string, bundled map[string]bool) bool 
 	switch {
 	case obj == "customresourcedefinitions.apiextensions.k8s.io//"+crd,
 		obj == "apiservices.apiregistration.k8s.io//v1alpha1.gateway.example.com",
+		obj == "apiservices.apiregistration.k8s.io//v1beta1.gateway.example.com",
 		strings.HasPrefix(obj, "clusterroles.rbac.authorization.k8s.io//"+crd+"-"),
 		obj == "operators.operators.coreos.com//"+packageName+"."+systemNamespace:
 		return true

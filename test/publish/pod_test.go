@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -98,10 +100,12 @@ var hostPort = regexp.MustCompile(`(^|=):(\d+)$`)
 // start runs the container as the kubelet would on its node, without a container runtime: in
 // the image's filesystem (exported from the registry, so what runs is what was pushed), as the
 // image's or the Pod's user, in the image's working directory, with the image's and the
-// container's environment, the image's entrypoint and the container's arguments, and the Pod's
-// ServiceAccount token, the cluster's CA and the namespace where every Pod finds them. The one
-// difference is the network: the host's, so each port the container listens on for all
-// interfaces is given a free loopback address instead.
+// container's environment, the image's entrypoint and the container's arguments, the Pod's
+// ServiceAccount token, the cluster's CA and the namespace where every Pod finds them, and the
+// Secrets its volumes mount. The one difference is the network: the host's, with the Pod's IP
+// added to the loopback interface, where the apiserver reaches the endpoints of a Service (a
+// webhook); each port the container listens on for all interfaces, as its arguments name it,
+// is given the Pod's IP (a free loopback address for a container of no Pod in the cluster).
 func (c container) start(t *testing.T, kube client.Client) running {
 	t.Helper()
 	var cfg imageConfig
@@ -124,6 +128,10 @@ func (c container) start(t *testing.T, kube client.Client) running {
 	must(t, os.MkdirAll(filepath.Join(root, "tmp"), 0o755))
 	must(t, os.Chmod(filepath.Join(root, "tmp"), 0o1777))
 	c.mountServiceAccount(t, kube, filepath.Join(root, "var", "run", "secrets", "kubernetes.io", "serviceaccount"))
+	c.mountSecrets(t, kube, root)
+	if ip := c.pod.Status.PodIP; ip != "" {
+		onLoopback(t, ip)
+	}
 
 	env := append([]string{}, cfg.Env...)
 	vars := map[string]string{}
@@ -159,6 +167,9 @@ func (c container) start(t *testing.T, kube client.Client) running {
 		if m := hostPort.FindStringSubmatch(a); m != nil {
 			port, _ := strconv.Atoi(m[2])
 			addr := harness.FreeAddr(t)
+			if ip := c.pod.Status.PodIP; ip != "" {
+				addr = net.JoinHostPort(ip, m[2])
+			}
 			r.ports[int32(port)] = addr
 			a = strings.TrimSuffix(a, ":"+m[2]) + addr
 		}
@@ -219,6 +230,45 @@ func (c container) mountServiceAccount(t *testing.T, kube client.Client, dir str
 	for name, content := range map[string]string{"token": tr.Status.Token, "ca.crt": ca.Data["ca.crt"], "namespace": c.pod.Namespace} {
 		must(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
 	}
+}
+
+// mountSecrets writes into root what each Secret volume the container mounts holds (its items,
+// or every key), as the kubelet projects it.
+func (c container) mountSecrets(t *testing.T, kube client.Client, root string) {
+	t.Helper()
+	for _, m := range c.spec.VolumeMounts {
+		for _, v := range c.pod.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			var s corev1.Secret
+			must(t, kube.Get(context.Background(), client.ObjectKey{Namespace: c.pod.Namespace, Name: v.Secret.SecretName}, &s))
+			files := map[string]string{}
+			for key := range s.Data {
+				files[key] = key
+			}
+			if len(v.Secret.Items) > 0 {
+				files = map[string]string{}
+				for _, item := range v.Secret.Items {
+					files[item.Key] = item.Path
+				}
+			}
+			dir := filepath.Join(root, m.MountPath)
+			must(t, os.MkdirAll(dir, 0o755))
+			for key, path := range files {
+				must(t, os.WriteFile(filepath.Join(dir, path), s.Data[key], 0o644))
+			}
+		}
+	}
+}
+
+// onLoopback adds ip to the loopback interface until the test ends.
+func onLoopback(t *testing.T, ip string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+		t.Fatalf("ip addr add %s: %v: %s", ip, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", ip+"/32", "dev", "lo").Run() })
 }
 
 // waitReady polls the container's readiness probe (an HTTP GET, as the kubelet makes it) until

@@ -10,9 +10,9 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
-	"github.com/example/myproxy-operator/internal/conversion"
 )
 
 // A kind's API changes with its chart, and a stored resource must never lose a value for it: the
@@ -29,22 +29,20 @@ import (
 // WebhookURL is where the CRD of a kind that converts sends its conversions as `make install`
 // writes it: the webhook of an operator run out of cluster (make run). make deploy names the
 // webhook's Service instead (config/webhook), and OLM its own.
-const WebhookURL = "https://localhost:9443" + conversion.Path
+const WebhookURL = "https://localhost:9443/convert"
 
 // Evolve returns next, the CRD of the chart's own version, with the older versions kind.yaml
-// declares kept from previous (the CRD next replaces; nil when there is none), after checking
-// that no value a stored resource may hold is lost. Its notes say what changed.
-func Evolve(next, previous *apiextv1.CustomResourceDefinition, decl *chartapi.Compiled) (*apiextv1.CustomResourceDefinition, []string, error) {
+// declares as their CRD served them: as the chart keeps them (chartapi.Version.Published), else
+// taken from previous, the CRD next replaces (nil: none), and returned by file to keep in the
+// chart. It checks that no value a stored resource may hold is lost. Its notes say what changed.
+func Evolve(next, previous *apiextv1.CustomResourceDefinition, decl *chartapi.Compiled, chartDir string) (
+	*apiextv1.CustomResourceDefinition, []string, map[string][]byte, error) {
 	k, own := decl.Kind, next.Spec.Versions[0]
-	if previous == nil {
-		if len(k.Versions) > 1 {
-			return nil, nil, fmt.Errorf("%s declares older versions, whose schemas are those the CRD it replaces served; there is none", cmpFile(k))
-		}
-		return next, nil, nil
-	}
 	served := map[string]apiextv1.CustomResourceDefinitionVersion{}
-	for _, v := range previous.Spec.Versions {
-		served[v.Name] = v
+	if previous != nil {
+		for _, v := range previous.Spec.Versions {
+			served[v.Name] = v
+		}
 	}
 	var refused, notes []string
 	var breaking []string
@@ -60,22 +58,23 @@ func Evolve(next, previous *apiextv1.CustomResourceDefinition, decl *chartapi.Co
 		})...)
 	}
 	versions := []apiextv1.CustomResourceDefinitionVersion{own}
+	kept := map[string][]byte{}
 	for i, v := range k.Versions {
 		if i == 0 {
 			continue
 		}
-		was, ok := served[v.Name]
-		if !ok {
-			refused = append(refused, fmt.Sprintf("%s: the CRD this one replaces does not serve it: an older version keeps the schema it was served with", v.Name))
+		was, err := published(&k.Versions[i], served, chartDir, kept)
+		if err != nil {
+			refused = append(refused, err.Error())
 			continue
 		}
 		was.Storage, was.Served, was.Deprecated = false, v.IsServed(), true
 		was.DeprecationWarning = ptr.To(fmt.Sprintf("%s/%s %s is deprecated; use %s/%s", next.Spec.Group, v.Name, next.Spec.Names.Kind, next.Spec.Group, own.Name))
 		versions = append(versions, was)
 		refused = append(refused, lands(was, versions[i-1], v.Changes)...)
-		refused = append(refused, roundTrip(decl, was, versions[i-1], versions)...)
+		refused = append(refused, roundTrip(decl, was, versions[i-1])...)
 	}
-	for _, v := range previous.Spec.Versions {
+	for _, v := range previousVersions(previous) {
 		if slices.ContainsFunc(versions, func(w apiextv1.CustomResourceDefinitionVersion) bool { return w.Name == v.Name }) {
 			continue
 		}
@@ -88,7 +87,7 @@ func Evolve(next, previous *apiextv1.CustomResourceDefinition, decl *chartapi.Co
 		}
 	}
 	if len(refused) > 0 {
-		return nil, nil, fmt.Errorf("%s: the CRD would lose or refuse values stored resources may hold:\n  %s", next.Name, strings.Join(refused, "\n  "))
+		return nil, nil, nil, fmt.Errorf("%s: the CRD would lose or refuse values stored resources may hold:\n  %s", next.Name, strings.Join(refused, "\n  "))
 	}
 	next.Spec.Versions = versions
 	if len(versions) > 1 {
@@ -96,7 +95,50 @@ func Evolve(next, previous *apiextv1.CustomResourceDefinition, decl *chartapi.Co
 			ConversionReviewVersions: []string{"v1"}, ClientConfig: &apiextv1.WebhookClientConfig{URL: ptr.To(WebhookURL)}}}
 		notes = append(notes, fmt.Sprintf("versions %v, stored as %s; older ones converted by the operator's webhook", decl.VersionNames(), own.Name))
 	}
-	return next, notes, Validate(next)
+	for path := range kept {
+		notes = append(notes, fmt.Sprintf("%s: keeps an older version as its CRD served it", path))
+	}
+	return next, notes, kept, Validate(next)
+}
+
+// published is an older version as its CRD served it: as the chart keeps it, else as served
+// says, then also added to keep by the file the chart keeps it in and set on v, for the
+// conversion's round trip.
+func published(v *chartapi.Version, served map[string]apiextv1.CustomResourceDefinitionVersion, chartDir string,
+	keep map[string][]byte) (apiextv1.CustomResourceDefinitionVersion, error) {
+	var was apiextv1.CustomResourceDefinitionVersion
+	file := chartapi.PublishedFile(chartDir, v.Name)
+	if v.Published == nil {
+		var ok bool
+		if was, ok = served[v.Name]; !ok {
+			return was, fmt.Errorf("%s: neither the chart (%s) nor the CRD this one replaces has it: an older version is kept as it was served", v.Name, file)
+		}
+		raw, err := yaml.Marshal(was)
+		if err != nil {
+			return was, err
+		}
+		keep[file] = append([]byte("# Written by `make manifests`: "+v.Name+" as its CRD served it, kept while the chart serves it. Do not edit.\n"), raw...)
+		return was, yaml.Unmarshal(raw, &v.Published)
+	}
+	raw, err := json.Marshal(v.Published)
+	if err == nil {
+		err = json.Unmarshal(raw, &was)
+	}
+	if err != nil {
+		return was, fmt.Errorf("%s: %w", file, err)
+	}
+	if now, ok := served[v.Name]; ok && showJSON(now.Schema) != showJSON(was.Schema) {
+		return was, fmt.Errorf("%s: %s is not the schema the CRD this one replaces serves: an older version is kept as it was served", v.Name, file)
+	}
+	return was, nil
+}
+
+// previousVersions are the versions of previous; none when it is nil.
+func previousVersions(previous *apiextv1.CustomResourceDefinition) []apiextv1.CustomResourceDefinitionVersion {
+	if previous == nil {
+		return nil
+	}
+	return previous.Spec.Versions
 }
 
 // under reports whether path (spec.a.b[*].c) is field or below it.
@@ -309,24 +351,14 @@ func typeOf(s *apiextv1.JSONSchemaProps) string {
 
 // roundTrip converts a resource of older that sets every field its schema has through newer
 // and back, and says so where the resource does not come back as it was stored.
-func roundTrip(decl *chartapi.Compiled, older, newer apiextv1.CustomResourceDefinitionVersion, all []apiextv1.CustomResourceDefinitionVersion) []string {
-	schemas := map[string]map[string]any{}
-	for _, v := range all {
-		if s := node(v, "spec"); s != nil {
-			raw, _ := json.Marshal(s)
-			var m map[string]any
-			_ = json.Unmarshal(raw, &m)
-			schemas[v.Name] = m
-		}
-	}
-	fits := conversion.Fits(func(version string) map[string]any { return schemas[version] })
+func roundTrip(decl *chartapi.Compiled, older, newer apiextv1.CustomResourceDefinitionVersion) []string {
 	stored, _ := sample(node(older, "spec"), 0).(map[string]any)
 	kept := chartapi.Kept{}
-	up, err := decl.Convert(stored, older.Name, newer.Name, kept, fits)
+	up, err := decl.Convert(stored, older.Name, newer.Name, kept)
 	if err != nil {
 		return []string{fmt.Sprintf("%s to %s: converting %s: %v", older.Name, newer.Name, showJSON(stored), err)}
 	}
-	back, err := decl.Convert(up, newer.Name, older.Name, kept, fits)
+	back, err := decl.Convert(up, newer.Name, older.Name, kept)
 	if err != nil {
 		return []string{fmt.Sprintf("%s to %s: converting %s back: %v", older.Name, newer.Name, showJSON(up), err)}
 	}

@@ -7,6 +7,7 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
 )
@@ -121,7 +122,8 @@ func TestTheCRDChangesOnlyAsStoredResourcesAllow(t *testing.T) {
 				version = "v1"
 			}
 			next, decl := generated(t, version, c.schema, c.kind)
-			crd, _, err := Evolve(next, prev.DeepCopy(), decl)
+			chart := t.TempDir()
+			crd, _, kept, err := Evolve(next.DeepCopy(), prev.DeepCopy(), decl, chart)
 			switch {
 			case c.refused == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -134,6 +136,19 @@ func TestTheCRDChangesOnlyAsStoredResourcesAllow(t *testing.T) {
 				}
 				if showJSON(crd.Spec.Versions[1].Schema) != showJSON(prev.Spec.Versions[0].Schema) {
 					t.Error("v1 is not served with the schema it was served with")
+				}
+				// The chart keeps v1 as served: a project with no CRD yet makes the same CRD from it.
+				file := chartapi.PublishedFile(chart, "v1")
+				if _, ok := kept[file]; !ok {
+					t.Fatalf("the chart is to keep %v, want %s", kept, file)
+				}
+				_, fresh := generated(t, version, c.schema, c.kind)
+				if err := yaml.Unmarshal(kept[file], &fresh.Kind.Versions[1].Published); err != nil {
+					t.Fatal(err)
+				}
+				again, _, more, err := Evolve(next.DeepCopy(), nil, fresh, chart)
+				if err != nil || len(more) != 0 || showJSON(again) != showJSON(crd) {
+					t.Errorf("from the chart alone: %v, files %v, same CRD: %v", err, more, showJSON(again) == showJSON(crd))
 				}
 			}
 		})

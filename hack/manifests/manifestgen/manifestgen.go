@@ -12,6 +12,7 @@ package manifestgen
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,10 +114,11 @@ func Generate(watchesPath string, o Options) (files map[string][]byte, notes []s
 			return nil, nil, err
 		}
 		notes = append(notes, fmt.Sprintf("%s: spec schema %s", gk, spec.why))
-		crd, crdNotes, err := kindCRD(w, decl, spec, o.Previous)
+		crd, crdNotes, kept, err := kindCRD(w, decl, spec, o.Previous)
 		if err != nil {
 			return nil, nil, err
 		}
+		maps.Copy(files, kept)
 		for _, n := range crdNotes {
 			notes = append(notes, fmt.Sprintf("%s: %s", gk, n))
 		}
@@ -216,27 +218,37 @@ func Generate(watchesPath string, o Options) (files map[string][]byte, notes []s
 	return files, notes, nil
 }
 
-// kindCRD is the CRD of a watched kind, its older versions kept from the one previous reads
-// (crdgen.Evolve), and what it notes.
-func kindCRD(w watchesfile.Watch, decl *chartapi.Compiled, spec specSchema, previous Previous) (*apiextv1.CustomResourceDefinition, []string, error) {
+// kindCRD is the CRD of a watched kind with its older versions (crdgen.Evolve, against the CRD
+// previous reads), what it notes, and the older versions its chart is to keep, by file.
+func kindCRD(w watchesfile.Watch, decl *chartapi.Compiled, spec specSchema, previous Previous) (
+	*apiextv1.CustomResourceDefinition, []string, map[string][]byte, error) {
 	crd, rewritten, err := crdgen.Generate(w.GroupVersionKind, decl.Kind, spec.spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", spec.source, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", spec.source, err)
 	}
 	var replaced *apiextv1.CustomResourceDefinition
 	if previous != nil {
 		if replaced, err = previous(crd.Name); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	crd, evolved, err := crdgen.Evolve(crd, replaced, decl)
-	return crd, append(rewritten, evolved...), err
+	crd, evolved, kept, err := crdgen.Evolve(crd, replaced, decl, w.ChartPath)
+	files := map[string][]byte{}
+	for path, raw := range kept {
+		abs, absErr := filepath.Abs(path) // written where the chart is, not below config
+		files[abs], err = raw, errors.Join(err, absErr)
+	}
+	return crd, append(rewritten, evolved...), files, err
 }
 
-// Write writes the generated files below configDir.
+// Write writes the generated files below configDir (or where their path, absolute, says: the
+// older versions a chart keeps).
 func Write(configDir string, files map[string][]byte) error {
 	for path, raw := range files {
-		full := filepath.Join(configDir, path)
+		full := path
+		if !filepath.IsAbs(path) {
+			full = filepath.Join(configDir, path)
+		}
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return err
 		}

@@ -409,3 +409,48 @@ func TestMakeManifestsSaysWhereFixedNamesAllowOneResource(t *testing.T) {
 		t.Errorf("a chart that names every object after its release told as fixed:\n%s", said)
 	}
 }
+
+// The example of a kind whose API changed with its chart (examples/greeter) generates from the
+// chart alone: v1beta1 from its values.schema.json, v1alpha1 as the chart keeps it (served as it
+// was, deprecated), converted through the webhook; and the chart's conversion survives its round
+// trip (make manifests checks it). A CRD it replaces that served v1alpha1 otherwise is refused.
+func TestTheExampleOfTwoVersionsGeneratesFromItsChart(t *testing.T) {
+	inRepo(t)
+	dir := t.TempDir()
+	watches := filepath.Join(dir, "watches.yaml")
+	chart, err := filepath.Abs(filepath.Join("examples", "greeter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(watches, []byte("- group: examples.example.com\n  version: v1beta1\n  kind: Greeter\n  chart: "+chart+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, notes, err := Generate(watches, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(files[filepath.Join(CRDDir, "examples.example.com_greeters.yaml")], &crd); err != nil {
+		t.Fatal(err)
+	}
+	v := crd.Spec.Versions
+	if len(v) != 2 || v[0].Name != "v1beta1" || !v[0].Storage || v[1].Name != "v1alpha1" || !v[1].Served || !v[1].Deprecated ||
+		crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextv1.WebhookConverter {
+		t.Fatalf("versions %+v, conversion %+v:\n%s", v, crd.Spec.Conversion, strings.Join(notes, "\n"))
+	}
+	if _, ok := v[1].Schema.OpenAPIV3Schema.Properties["spec"].Properties["timeoutSeconds"]; !ok {
+		t.Error("v1alpha1 is not served with the schema it was served with")
+	}
+	if !strings.Contains(string(Role([]Kind{{GVK: schema.GroupVersionKind{Group: "examples.example.com", Version: "v1beta1", Kind: "Greeter"},
+		Plural: "greeters", Converts: true}})), "resourceNames: [greeters.examples.example.com]") {
+		t.Error("the manager role does not name the converting CRD")
+	}
+	// A CRD that served v1alpha1 with another schema than the chart keeps.
+	other := crd.DeepCopy()
+	other.Spec.Versions = other.Spec.Versions[1:]
+	other.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["extra"] = apiextv1.JSONSchemaProps{Type: "string"}
+	if _, _, err := Generate(watches, Options{Previous: func(string) (*apiextv1.CustomResourceDefinition, error) { return other, nil }}); err == nil ||
+		!strings.Contains(err.Error(), "versions/v1alpha1.yaml is not the schema the CRD this one replaces serves") {
+		t.Errorf("a kept version that is not the one served: %v", err)
+	}
+}

@@ -57,7 +57,7 @@ func PreviewValues(ctx context.Context, c client.Client, watchesPath string, o O
 		for _, cr := range list.Items {
 			values, _, _ := unstructured.NestedMap(cr.Object, "spec")
 			if stored.Version != w.Version {
-				if values, err = decl.Convert(values, stored.Version, w.Version, chartapi.Kept{}, nil); err != nil {
+				if values, err = decl.Convert(values, stored.Version, w.Version, chartapi.Kept{}); err != nil {
 					return nil, false, fmt.Errorf("%s %s/%s: %w", w.Kind, cr.GetNamespace(), cr.GetName(), err)
 				}
 			}
