@@ -39,7 +39,7 @@ func auditedUpdates(t *testing.T, user, resource string, from time.Time) map[str
 			RequestReceived time.Time `json:"requestReceivedTimestamp"`
 			User            struct{ Username string }
 			ObjectRef       *struct{ Resource, Subresource, Namespace, Name string } `json:"objectRef"`
-			ResponseStatus  *struct{ Code int }                                        `json:"responseStatus"`
+			ResponseStatus  *struct{ Code int }                                      `json:"responseStatus"`
 		}
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Stage != "ResponseComplete" || e.Verb != "update" || e.User.Username != user ||
 			e.RequestReceived.Before(from) || e.ObjectRef == nil || e.ObjectRef.Resource != resource || e.ObjectRef.Subresource != "" ||

@@ -421,10 +421,3 @@ func normalise(v any) any {
 }
 
 func showJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
-
-func cmpFile(k *chartapi.Kind) string {
-	if k.File == "" {
-		return chartapi.FileName
-	}
-	return k.File
-}
