@@ -89,7 +89,7 @@ func TestDeployRunsThePushedImage(t *testing.T) {
 func servesSample(t *testing.T, ns string) {
 	t.Helper()
 	name := applySample(t, ns)
-	kubectl(t, "delete", "-n", ns, "myproxy/"+name, "--timeout=120s")
+	kubectl(t, "delete", "-n", ns, "myproxy.v1alpha1.gateway.example.com/"+name, "--timeout=120s")
 }
 
 // applySample applies the sample MyProxy in ns and waits until it is Available.
@@ -97,7 +97,9 @@ func applySample(t *testing.T, ns string) string {
 	t.Helper()
 	name := sampleName(t)
 	kubectl(t, "apply", "-n", ns, "-f", filepath.Join(harness.RepoRoot(), sample))
-	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy/"+name, "--timeout=120s")
+	// By the sample's own version: the one kubectl prefers may have changed since its discovery
+	// was cached (TestDeployServesConversions serves another).
+	kubectl(t, "wait", "-n", ns, "--for=condition=Available", "myproxy.v1alpha1.gateway.example.com/"+name, "--timeout=120s")
 	return name
 }
 

@@ -53,6 +53,13 @@ func run(m *testing.M) int {
 	}
 	kubeconfig = filepath.Join(clusterDir, "kubeconfig")
 	registry = "127.0.0.1:" + strconv.Itoa(portBase+90)
+	// kubectl's discovery cache is keyed by the apiserver's address, which every run of the suite
+	// reuses: a cache of its own keeps the API an earlier cluster served (another version of
+	// MyProxy) from answering for this one.
+	if err := os.Setenv("KUBECACHEDIR", filepath.Join(clusterDir, "kubectl-cache")); err != nil {
+		fmt.Println("publish:", err)
+		return 1
+	}
 	if err := os.Setenv("REGISTRY_CA", filepath.Join(clusterDir, "pki", "ca.crt")); err != nil {
 		fmt.Println("publish:", err)
 		return 1

@@ -265,7 +265,8 @@ func (c container) mountSecrets(t *testing.T, kube client.Client, root string) {
 // onLoopback adds ip to the loopback interface until the test ends.
 func onLoopback(t *testing.T, ip string) {
 	t.Helper()
-	if out, err := exec.Command("ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+	if out, err := exec.Command("ip", "addr", "add", ip+"/32", "dev", "lo").CombinedOutput(); err != nil &&
+		!strings.Contains(string(out), "File exists") && !strings.Contains(string(out), "already assigned") {
 		t.Fatalf("ip addr add %s: %v: %s", ip, err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", ip+"/32", "dev", "lo").Run() })

@@ -97,7 +97,7 @@ func Generate(watchesPath string, o Options) (files map[string][]byte, notes []s
 	for _, w := range ws {
 		gk := w.GroupKind()
 		if other, dup := seen[gk]; dup {
-			return nil, nil, fmt.Errorf("%s: %s is watched twice (versions %s and %s): one version per kind is supported",
+			return nil, nil, fmt.Errorf("%s: %s is watched twice (versions %s and %s): a kind is watched at its newest version, and kind.yaml declares the older ones",
 				watchesPath, gk, other, w.Version)
 		}
 		seen[gk] = w.Version

@@ -13,8 +13,11 @@ const (
 	WebhookConfig       = "webhook/kustomizeconfig.yaml"
 	WebhookOLMComponent = "webhook/olm/kustomization.yaml"
 	// webhookServiceName is the Service's name before config/default's prefix; the manager finds
-	// it, prefixed, in its WEBHOOK_SERVICE variable (--webhook-service).
-	webhookServiceName = "webhook-service"
+	// it, prefixed, in its WEBHOOK_SERVICE variable (--webhook-service). It is the name OLM gives
+	// the Service it makes for the manager's Deployment (its name and "-service"), so that the
+	// CRD of a bundle names OLM's Service even before OLM points it there, and again whenever an
+	// InstallPlan applies the bundle's CRD anew.
+	webhookServiceName = "controller-manager-service"
 )
 
 const componentHeader = "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
