@@ -234,17 +234,20 @@ spec: {channel: `+channel+`, name: `+packageName+`, source: `+catalogName+`, sou
 
 // leftByPromise tells whether an object new since the install may stay after the removal of
 // release r, by what OLM v0 does: it leaves the CRD (and the resources of its kind), with what
-// comes of it (the aggregator's APIService for its version, the admin, edit, view and crdview
-// ClusterRoles OLM made for it), and the cluster-scoped objects the bundle holds beside its CSV
-// (no owner reference can tie them to the CSV, and OLM removes only the RBAC it derived from
-// it); and whatever the operator wrote itself in its namespace (its leader Lease, its rollout
-// state).
+// comes of it (the aggregator's APIService for each version, the admin, edit, view and crdview
+// ClusterRoles OLM made for it), the RoleBinding in kube-system it made for the conversion
+// webhook, and the cluster-scoped objects the bundle holds beside its CSV (no owner reference
+// can tie them to the CSV, and OLM removes only the RBAC it derived from it); and whatever the
+// operator wrote itself in its namespace (its leader Lease, its rollout state).
 func leftByPromise(obj string, managers []string, bundled map[string]bool) bool {
 	const crd = "myproxies.gateway.example.com"
 	switch {
 	case obj == "customresourcedefinitions.apiextensions.k8s.io//"+crd,
 		obj == "apiservices.apiregistration.k8s.io//v1alpha1.gateway.example.com",
 		obj == "apiservices.apiregistration.k8s.io//v1beta1.gateway.example.com",
+		// What OLM made in kube-system for the conversion webhook's Service (the
+		// extension-apiserver-authentication reader): no owner reference reaches it there.
+		obj == "rolebindings.rbac.authorization.k8s.io/kube-system/myproxy-operator-controller-manager-service-auth-reader",
 		strings.HasPrefix(obj, "clusterroles.rbac.authorization.k8s.io//"+crd+"-"),
 		obj == "operators.operators.coreos.com//"+packageName+"."+systemNamespace:
 		return true
