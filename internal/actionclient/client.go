@@ -336,6 +336,7 @@ func (r *reconcile) install(o actionOptions) (*release.Release, error) {
 		i := r.newInstall()
 		i.DisableHooks, i.Description = o.DisableHooks, o.Description
 		i.Labels = labels
+		helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: true, Checked: true}) // Helm 4 installs server-side
 		out, err := i.Run(copyChart(r.c.o.Chart), r.vals)
 		rel, _ := asRelease(out)
 		if err != nil && rel != nil {
@@ -373,6 +374,7 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 		u.DisableHooks, u.Description = o.DisableHooks, o.Description
 		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
 		u.Labels = labels
+		helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Checked: true})
 		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
 		rel, _ := asRelease(out)
 		if err != nil && rel != nil {
@@ -426,16 +428,14 @@ func (r *reconcile) renderOptions(wait *kube.WaitStrategy, post *postrenderer.Po
 	*noValidation = true
 }
 
-// force is how an upgrade or a rollback of a release applied by method applies its objects:
-// server-side when the release is (Helm's auto), taking every conflicting field, so that the
-// chart wins as a three-way merge makes it win client-side; and, asked to force as the stock
-// operators' --force does, replacing them, which Helm 4 does client-side only: the release is
-// client-side applied from that revision on.
+// force is how an upgrade or a rollback of a release applied by method applies its objects, as
+// Flux's helm-controller does: server-side when the release is (Helm's auto), taking every
+// conflicting field, so that the chart wins as a three-way merge makes it win client-side, and
+// forced or not, so that a release applied server-side stays so; a release applied
+// client-side, asked to force as the stock operators' --force does, has its objects replaced.
 func force(method string, forced bool) (serverSide string, replace, conflicts bool) {
-	if forced {
-		return "false", true, false
-	}
-	return "auto", false, method == string(release.ApplyMethodServerSideApply)
+	ssa := method == string(release.ApplyMethodServerSideApply)
+	return "auto", forced && !ssa, ssa
 }
 
 // rollback rolls release name back after a failed upgrade.
@@ -443,6 +443,7 @@ func (r *reconcile) rollback(name string) error {
 	rb := action.NewRollback(r.cfg)
 	rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
 	rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = force(r.cur.ApplyMethod, annotations.Bool(r.obj, annotations.RollbackForce, true))
+	helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: rb.ForceConflicts}) // Helm checks no owner on rollback
 	return rb.Run(name)
 }
 

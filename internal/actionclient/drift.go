@@ -10,7 +10,9 @@ import (
 	"helm.sh/helm/v4/pkg/kube"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,9 +30,12 @@ import (
 // strategic three-way merge, or a JSON patch for kinds without one, with the chart's object as
 // both its past and its future, so that fields the chart does not set stay with whoever set
 // them); a release applied server-side is applied again, taking the changed fields back. Every
-// object it writes carries the release's ownership metadata, as Helm writes it. An object
-// whose drift is nothing is not written, nor one another release owns (helmconfig.Owns, checked
-// under helmconfig.Lock).
+// object it writes carries the release's ownership metadata, as Helm writes it. An object whose
+// drift is nothing is not written: where the patch is not empty, the write is first sent as a
+// dry run, and sent only if it would change the object (the apiserver defaults what the chart
+// leaves out, and turns a Secret's stringData into data). Nor is one another release owns; a
+// write carries the UID of the object read (or, to create, the version of an absent one), so
+// that an object another process made again meanwhile is left as it is.
 func (r *reconcile) correctDrift(rel *release.Release) error {
 	objs, err := r.cfg.KubeClient.Build(strings.NewReader(rel.Manifest), false)
 	if err != nil {
@@ -44,12 +49,11 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		if err := helmconfig.SetOwnership(expected.Object, rel.Name, rel.Namespace); err != nil {
 			return err
 		}
-		defer helmconfig.Lock(kube.ResourceList{expected})() // no other release takes it meanwhile
 		helper := resource.NewHelper(expected.Client, expected.Mapping).WithFieldManager(helmconfig.FieldManager)
 		live, err := helper.Get(expected.Namespace, expected.Name)
 		switch {
 		case apierrors.IsNotFound(err) && serverSide:
-			return apply(helper, expected)
+			return write(helper, expected, types.ApplyPatchType, nil, nil)
 		case apierrors.IsNotFound(err):
 			if _, err := helper.Create(expected.Namespace, true, expected.Object); err != nil {
 				return fmt.Errorf("create error: %w", err)
@@ -58,7 +62,11 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		case err != nil:
 			return fmt.Errorf("could not get object: %w", err)
 		}
-		if err := helmconfig.Owns(live, rel.Name, rel.Namespace); err != nil {
+		m, err := meta.Accessor(live)
+		if err != nil {
+			return err
+		}
+		if err := helmconfig.Owns(m, rel.Name, rel.Namespace); err != nil {
 			return fmt.Errorf("%s %q: %w", expected.Mapping.GroupVersionKind.Kind, expected.Name, err)
 		}
 		patch, patchType, err := driftPatch(live, expected)
@@ -68,26 +76,87 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		case patch == nil:
 			return nil
 		case serverSide:
-			return apply(helper, expected)
+			patch, patchType = nil, types.ApplyPatchType
 		}
-		if _, err := helper.Patch(expected.Namespace, expected.Name, patchType, patch, &metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("patch error: %w", err)
-		}
-		return nil
+		return write(helper, expected, patchType, patch, live)
 	})
 }
 
-// apply applies the whole object server-side, taking every field it sets from other managers.
-func apply(helper *resource.Helper, expected *resource.Info) error {
-	data, err := runtime.Encode(unstructured.UnstructuredJSONScheme, expected.Object)
-	if err != nil {
-		return err
+// write sends patch of type (an apply of the whole expected object, when the type is apply)
+// conditional on the UID of live, the object read (on its absence, when live is nil), first as
+// a dry run: nothing is written when the object would come out as it is.
+func write(helper *resource.Helper, expected *resource.Info, patchType types.PatchType, patch []byte, live runtime.Object) error {
+	var uid types.UID
+	if live != nil {
+		m, err := meta.Accessor(live)
+		if err != nil {
+			return err
+		}
+		uid = m.GetUID()
 	}
-	_, err = helper.Patch(expected.Namespace, expected.Name, types.ApplyPatchType, data, &metav1.PatchOptions{Force: ptr.To(true)})
-	if err != nil {
-		return fmt.Errorf("apply error: %w", err)
+	force := patchType == types.ApplyPatchType
+	switch {
+	case patchType == types.ApplyPatchType:
+		m, err := meta.Accessor(expected.Object)
+		if err != nil {
+			return err
+		}
+		m.SetUID(uid)
+		if uid == "" {
+			m.SetResourceVersion(helmconfig.AbsentVersion)
+		}
+		if patch, err = runtime.Encode(unstructured.UnstructuredJSONScheme, expected.Object); err != nil {
+			return err
+		}
+	case patchType == types.JSONPatchType:
+		patch = append([]byte(`[{"op":"test","path":"/metadata/uid","value":"`+string(uid)+`"},`), patch[1:]...)
+	default:
+		var merge map[string]any
+		if err := json.Unmarshal(patch, &merge); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(merge, string(uid), "metadata", "uid"); err != nil {
+			return err
+		}
+		var err error
+		if patch, err = json.Marshal(merge); err != nil {
+			return err
+		}
 	}
-	return nil
+	// Helper.Patch sets its options' dry run and never clears it: each call gets its own.
+	send := func(dryRun bool) (runtime.Object, error) {
+		opts := &metav1.PatchOptions{}
+		if force {
+			opts.Force = ptr.To(true) // the chart's fields are taken back from whoever changed them
+		}
+		out, err := helper.DryRun(dryRun).Patch(expected.Namespace, expected.Name, patchType, patch, opts)
+		if err != nil {
+			return nil, fmt.Errorf("patch error: %w", err)
+		}
+		return out, nil
+	}
+	if live != nil {
+		after, err := send(true)
+		if err != nil || sameObject(live, after) {
+			return err
+		}
+	}
+	_, err := send(false)
+	return err
+}
+
+// sameObject reports whether two versions of an object hold the same, but for the bookkeeping
+// of who wrote which field.
+func sameObject(a, b runtime.Object) bool {
+	strip := func(o runtime.Object) map[string]any {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil
+		}
+		unstructured.RemoveNestedField(u, "metadata", "managedFields")
+		return u
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
 // driftPatch returns the patch that brings the fields expected sets back into live; nil when

@@ -100,6 +100,8 @@ type shared struct {
 	releaseRecords *helmconfig.Records
 	remembered     *Remembered
 	queues         *Queues
+	// followed are the kinds of release objects the manager's cache holds.
+	followed *followed
 }
 
 // Setup creates and registers the controllers of every watch, with the operator's options (the
@@ -124,6 +126,7 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		index = helmconfig.CacheIndex(records)
 	}
 	sh := shared{queues: NewQueues(), releaseRecords: helmconfig.NewRecords(index),
+		followed:   &followed{scheme: mgr.GetScheme(), cache: mgr.GetCache(), kinds: map[schema.GroupVersionKind]bool{}},
 		namespaces: namespaces, secrets: secrets, records: records, metrics: metrics, unlock: p.Unlock,
 		running: p.ShardRunning}
 	if o.Shard.Sharded() {
@@ -201,6 +204,9 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	recorder := mgr.GetEventRecorderFor(name) //nolint:staticcheck // its options take a record.EventRecorder
 	account := ServiceAccountFor(w, o)        // the identity of accounts, when not nil
 	configs, err := HelmConfigs(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, sh.releaseRecords, accounts, recorder)
+	if err == nil {
+		configs.Cached = sh.followed.read
+	}
 	if err != nil {
 		return capabilityReader{}, nil, err
 	}
@@ -279,7 +285,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	if !s.SkipDependentWatches {
 		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(),
-			watched: map[schema.GroupVersionKind]bool{}}
+			followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
 			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook(log)))}, opts...)

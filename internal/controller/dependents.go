@@ -10,9 +10,11 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,13 +44,37 @@ import (
 // Update events reach it already thinned by the cache (package caches: updates of status only
 // are dropped there, for every controller of the Helm reconciler's).
 type dependentWatches struct {
-	scheme *runtime.Scheme
-	mapper meta.RESTMapper
-	cache  cache.Cache
+	scheme   *runtime.Scheme
+	mapper   meta.RESTMapper
+	cache    cache.Cache
+	followed *followed
 
 	mu      sync.Mutex
 	ctrl    reconciler.ControllerSetup
 	watched map[schema.GroupVersionKind]bool
+}
+
+// followed is what the manager's cache holds of release objects: the kinds some dependent
+// watch follows (reading another kind from the cache would start an informer for it).
+type followed struct {
+	scheme *runtime.Scheme
+	cache  cache.Cache
+
+	mu    sync.Mutex
+	kinds map[schema.GroupVersionKind]bool
+}
+
+// read is the release object key of kind gvk as the cache holds it; nil when the cache does not
+// follow the kind, or holds no such object (of this shard).
+func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) metav1.Object {
+	f.mu.Lock()
+	ok := f.kinds[gvk]
+	f.mu.Unlock()
+	obj := caches.ReleaseObject(f.scheme, gvk)
+	if !ok || f.cache.Get(context.Background(), key, obj) != nil {
+		return nil
+	}
+	return obj
 }
 
 // setup keeps the controller the watches are added to (a reconciler.ControllerSetupFunc).
@@ -100,6 +126,9 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 		return err
 	}
 	d.watched[gvk] = true
+	d.followed.mu.Lock()
+	d.followed.kinds[gvk] = true
+	d.followed.mu.Unlock()
 	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
 	return nil
 }

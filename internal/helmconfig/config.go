@@ -43,6 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -97,6 +98,9 @@ type Settings struct {
 	Account  string
 	Accounts *tenancy.Accounts
 	Recorder record.EventRecorder
+	// Cached reads a release object of this shard from the cache of release objects; nil when
+	// the cache does not follow its kind (nil: none followed).
+	Cached func(schema.GroupVersionKind, types.NamespacedName) metav1.Object
 }
 
 // New returns the configurations of a kind, over the operator's REST config and mapper.

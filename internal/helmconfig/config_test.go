@@ -355,35 +355,3 @@ func TestCanOwn(t *testing.T) {
 		t.Error("a kind the API does not serve: no error")
 	}
 }
-
-// Lock excludes the callers that want an object another holds, until it is unlocked, and no
-// one else: a caller that wants several objects waits until all of them are free.
-func TestLockExcludesOnlyTheSameObjects(t *testing.T) {
-	obj := func(name string) *resource.Info {
-		return &resource.Info{Mapping: mapping("apps", "Deployment", true), Namespace: "team", Name: name}
-	}
-	unlockA := Lock(kube.ResourceList{obj("a"), obj("a")}) // the same object twice
-	done := make(chan string, 2)
-	go func() {
-		defer Lock(kube.ResourceList{obj("b"), obj("a")})()
-		done <- "a and b"
-	}()
-	go func() {
-		defer Lock(kube.ResourceList{obj("c")})()
-		done <- "c"
-	}()
-	if got := <-done; got != "c" {
-		t.Fatalf("%s locked while a was held", got)
-	}
-	select {
-	case got := <-done:
-		t.Fatalf("%s locked while a was held", got)
-	case <-time.After(50 * time.Millisecond):
-	}
-	unlockA()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a and b were not locked once a was unlocked")
-	}
-}

@@ -2,15 +2,13 @@ package helmconfig
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
 	sdkhandler "github.com/operator-framework/operator-lib/handler"
+	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -30,12 +29,32 @@ import (
 
 // kubeClient is Helm's own client, which labels every object it builds as a release object
 // (names.ManagedLabel), builds nothing outside the custom resource's reach, and never creates,
-// updates or deletes an object another release owns. Embedding the concrete type keeps every
-// optional interface Helm looks for (waiters with options...).
+// updates or deletes an object another release owns, in this process or another: every write
+// of an object carries the precondition of the read that checked whose it is. Embedding the
+// concrete type keeps every optional interface Helm looks for (waiters with options...).
 type kubeClient struct {
 	*kube.Client
 	configs            *Configs
 	release, releaseNS string
+	// action is what the running action told of itself (SetAction).
+	action Action
+}
+
+// Action is what an action tells the kube client of itself before it runs.
+type Action struct {
+	// ServerSide: it applies server-side (an object is created by an apply, which would take an
+	// existing one, so a create carries the resource version of an absent object).
+	ServerSide bool
+	// Checked: Helm itself reads every object the action creates or deletes and checks it is not
+	// another release's (install, upgrade and uninstall), so the client reads none again.
+	Checked bool
+}
+
+// SetAction tells cfg's kube client what the action about to run is.
+func SetAction(cfg *action.Configuration, a Action) {
+	if c, ok := cfg.KubeClient.(*kubeClient); ok {
+		c.action = a
+	}
 }
 
 // Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
@@ -101,51 +120,133 @@ func (c *kubeClient) confineHooks(rls *rspb.Release) error {
 	return nil
 }
 
-// Create implements kube.Interface: it creates nothing another release owns.
+// Create implements kube.Interface: it creates nothing another release owns. Helm checked that
+// none of objs exists (on install; else the client checks), and the create carries that
+// finding: a POST fails on an object made since, and an apply does, applied over the resource
+// version of an absent object (AbsentVersion), which only a create matches.
 func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
-	defer Lock(objs)()
-	if err := c.noneOwnedByOthers(objs); err != nil {
+	if err := c.check(objs); err != nil {
 		return nil, err
 	}
-	return c.Client.Create(objs, opts...)
+	if c.action.ServerSide {
+		for _, info := range objs {
+			if m, err := meta.Accessor(info.Object); err == nil {
+				m.SetResourceVersion(AbsentVersion)
+			}
+		}
+	}
+	res, err := c.Client.Create(objs, opts...)
+	return res, c.taken(objs, err)
 }
 
-// Update implements kube.Interface: of the objects it creates (those original has not), none
-// may be another release's.
+// Update implements kube.Interface: of the objects it creates (those original has not), none may
+// be another release's (Helm checked them on upgrade; else the client checks), and each is
+// created as Create creates it; an object it keeps is written only while it is still the one
+// the release holds (its UID, from the cache, or Helm's read).
 func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
 	created := target.Difference(original)
-	defer Lock(created)()
-	if err := c.noneOwnedByOthers(created); err != nil {
+	if err := c.check(created); err != nil {
 		return &kube.Result{}, err
 	}
-	return c.Client.Update(original, target, opts...)
+	for _, info := range target {
+		m, err := meta.Accessor(info.Object)
+		if err != nil {
+			continue
+		}
+		if created.Get(info) != nil {
+			if c.action.ServerSide {
+				m.SetResourceVersion(AbsentVersion)
+			}
+		} else if live := c.cached(info); live != nil {
+			if err := Owns(live, c.release, c.releaseNS); err != nil {
+				return &kube.Result{}, fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, err)
+			}
+			m.SetUID(live.GetUID())
+		}
+	}
+	res, err := c.Client.Update(original, target, opts...)
+	return res, c.taken(created, err)
 }
 
-// noneOwnedByOthers returns an error naming the first object of objs that exists and belongs
-// to another release. Its callers hold Lock(objs) from the check through their write, so that
-// within this process the check and the write of an object are one step: two releases that
-// render the same object, written at the same moment, never both take it.
-func (c *kubeClient) noneOwnedByOthers(objs kube.ResourceList) error {
+// AbsentVersion is the resource version an apply that creates is sent with: the apiserver takes
+// it as a precondition of an object that exists (none has it: the first revision of etcd's
+// history) and drops it from an object it creates.
+const AbsentVersion = "1"
+
+// check returns an error naming the first object of objs another release owns, unless Helm
+// checked them itself.
+func (c *kubeClient) check(objs kube.ResourceList) error {
+	if c.action.Checked {
+		return nil
+	}
 	for _, info := range objs {
-		if err := ownedOrAbsent(info, c.release, c.releaseNS); err != nil {
+		if err := c.ownedOrAbsent(info); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Delete implements kube.Interface: it leaves the objects another release owns as they are (a
-// failed install's manifest names objects it never created).
-func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
-	defer Lock(objs)()
-	mine := objs.Filter(func(info *resource.Info) bool {
-		var owned *OwnedError
-		return !errors.As(ownedOrAbsent(info, c.release, c.releaseNS), &owned)
-	})
-	if len(mine) == 0 {
-		return &kube.Result{}, nil
+// taken names the owner of an object whose create failed on a precondition: another process
+// made it between the check and the write.
+func (c *kubeClient) taken(objs kube.ResourceList, err error) error {
+	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
-	return c.Client.Delete(mine, policy)
+	for _, info := range objs {
+		if owned := c.ownedOrAbsent(info); owned != nil {
+			return owned
+		}
+	}
+	return err
+}
+
+// Delete implements kube.Interface: it deletes the objects of objs that are the release's, each
+// only while it is the object read (its UID as a precondition): an object another release took
+// meanwhile, or made again, stays. Whose an object is, the cache of release objects tells, else
+// a read.
+func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	res := &kube.Result{}
+	var errs []error
+	for _, info := range objs {
+		live := c.cached(info)
+		if live == nil {
+			obj, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if live, err = meta.Accessor(obj); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if Owns(live, c.release, c.releaseNS) != nil {
+			continue // another release's; a failed install's manifest names objects it never created
+		}
+		uid := live.GetUID()
+		_, err := resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name,
+			&metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case err == nil:
+			res.Deleted = append(res.Deleted, info)
+		case !apierrors.IsNotFound(err) && !apierrors.IsConflict(err): // gone, or made again meanwhile
+			errs = append(errs, err)
+		}
+	}
+	return res, errs
+}
+
+// cached is the object of info as the cache of release objects holds it: nil when the cache does
+// not follow its kind, or holds no such object of this shard.
+func (c *kubeClient) cached(info *resource.Info) metav1.Object {
+	if c.configs.Cached == nil || info.Mapping == nil {
+		return nil
+	}
+	return c.configs.Cached(info.Mapping.GroupVersionKind, types.NamespacedName{Namespace: info.Namespace, Name: info.Name})
 }
 
 // IsReachable answers Helm's check before every action from the capabilities: the apiserver
@@ -228,12 +329,8 @@ func SetOwnership(obj runtime.Object, rls, namespace string) error {
 
 // Owns returns an error naming the owner when obj belongs to another release than rls of
 // namespace by Helm's ownership annotations; an object that names no release is anyone's.
-func Owns(obj runtime.Object, rls, namespace string) error {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return err
-	}
-	a := m.GetAnnotations()
+func Owns(obj metav1.Object, rls, namespace string) error {
+	a := obj.GetAnnotations()
 	name, ns := a[names.HelmReleaseNameAnnotation], a[names.HelmReleaseNamespaceAnnotation]
 	if (name == "" && ns == "") || (name == rls && ns == namespace) {
 		return nil
@@ -249,9 +346,9 @@ func (e *OwnedError) Error() string {
 		e.Release, e.Namespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
 }
 
-// ownedOrAbsent reads the object of info: nil when it does not exist or rls of namespace owns
-// it, else why not.
-func ownedOrAbsent(info *resource.Info, rls, namespace string) error {
+// ownedOrAbsent reads the object of info: nil when it does not exist or the release owns it,
+// else why not.
+func (c *kubeClient) ownedOrAbsent(info *resource.Info) error {
 	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -259,44 +356,12 @@ func ownedOrAbsent(info *resource.Info, rls, namespace string) error {
 	case err != nil:
 		return fmt.Errorf("could not get %s %q: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
 	}
-	if err := Owns(live, rls, namespace); err != nil {
+	m, err := meta.Accessor(live)
+	if err == nil {
+		err = Owns(m, c.release, c.releaseNS)
+	}
+	if err != nil {
 		return fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, err)
 	}
 	return nil
-}
-
-// writing is the objects this process's releases are checking or writing; released is
-// signalled whenever some of them are no longer.
-var (
-	writingMu sync.Mutex
-	writing   = map[string]bool{}
-	released  = sync.NewCond(&writingMu)
-)
-
-// Lock locks the objects of objs against the writes of other releases of this process, and
-// returns what unlocks them. It takes them all at once, when none is held: a caller never holds
-// some while it waits for others, so no two callers wait for each other.
-func Lock(objs kube.ResourceList) (unlock func()) {
-	var keys []string
-	for _, info := range objs {
-		if info.Mapping != nil {
-			keys = append(keys, info.Mapping.GroupVersionKind.GroupKind().String()+"/"+info.Namespace+"/"+info.Name)
-		}
-	}
-	writingMu.Lock()
-	defer writingMu.Unlock()
-	for slices.ContainsFunc(keys, func(k string) bool { return writing[k] }) {
-		released.Wait()
-	}
-	for _, k := range keys {
-		writing[k] = true
-	}
-	return func() {
-		writingMu.Lock()
-		defer writingMu.Unlock()
-		for _, k := range keys {
-			delete(writing, k)
-		}
-		released.Broadcast()
-	}
 }
