@@ -336,8 +336,9 @@ func (r *reconcile) install(o actionOptions) (*release.Release, error) {
 		i := r.newInstall()
 		i.DisableHooks, i.Description = o.DisableHooks, o.Description
 		i.Labels = labels
-		helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: true, Checked: true}) // Helm 4 installs server-side
+		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: true, Answers: helmconfig.FromCacheOrAbsent}) // Helm 4 installs server-side
 		out, err := i.Run(copyChart(r.c.o.Chart), r.vals)
+		done()
 		rel, _ := asRelease(out)
 		if err != nil && rel != nil {
 			// Uninstall the failed install, so that the next reconcile installs afresh (the
@@ -374,8 +375,9 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 		u.DisableHooks, u.Description = o.DisableHooks, o.Description
 		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
 		u.Labels = labels
-		helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Checked: true})
+		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Answers: helmconfig.FromCacheOrAbsent})
 		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
+		done()
 		rel, _ := asRelease(out)
 		if err != nil && rel != nil {
 			// The failed revision was recorded: roll back to the last one that deployed, as the
@@ -443,7 +445,7 @@ func (r *reconcile) rollback(name string) error {
 	rb := action.NewRollback(r.cfg)
 	rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
 	rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = force(r.cur.ApplyMethod, annotations.Bool(r.obj, annotations.RollbackForce, true))
-	helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: rb.ForceConflicts}) // Helm checks no owner on rollback
+	defer helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: rb.ForceConflicts})() // Helm checks no owner on rollback
 	return rb.Run(name)
 }
 
@@ -561,7 +563,9 @@ func (r *reconcile) helmUninstall(o actionOptions, keepHistory bool) (*release.R
 		u := action.NewUninstall(r.cfg)
 		u.DisableHooks, u.Description, u.KeepHistory = o.DisableHooks, o.Description, keepHistory
 		u.WaitStrategy = kube.HookOnlyStrategy
+		done := helmconfig.SetAction(r.cfg, helmconfig.Action{Answers: helmconfig.FromCache})
 		resp, err := u.Run(r.obj.GetName())
+		done()
 		if resp == nil {
 			return nil, err
 		}

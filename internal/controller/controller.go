@@ -328,7 +328,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 func HelmConfigs(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, records *helmconfig.Records,
 	accounts *tenancy.Accounts, recorder record.EventRecorder) (*helmconfig.Configs, error) {
 	return helmconfig.New(cfg, mapper, helmconfig.Settings{Managed: o.Shard.ManagedValue(), Reach: w.Reach, Records: records,
-		Pooled: o.FastPaths.On(options.FastRecordEncoding), Account: ServiceAccountFor(w, o), Accounts: accounts, Recorder: recorder})
+		Pooled: o.FastPaths.On(options.FastRecordEncoding), CachedChecks: o.FastPaths.On(options.FastCachedChecks), Account: ServiceAccountFor(w, o), Accounts: accounts, Recorder: recorder})
 }
 
 // CheckSecrets is the reader of the Secrets that the chart's checks (kind.yaml) read for

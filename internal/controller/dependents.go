@@ -10,7 +10,6 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -64,17 +63,17 @@ type followed struct {
 	kinds map[schema.GroupVersionKind]bool
 }
 
-// read is the release object key of kind gvk as the cache holds it; nil when the cache does not
-// follow the kind, or holds no such object (of this shard).
-func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) metav1.Object {
+// read is the release object key of kind gvk as the cache holds it: nil when it holds no such
+// object (of this shard), and followed false when it does not follow the kind.
+func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) (obj client.Object, followed bool) {
 	f.mu.Lock()
-	ok := f.kinds[gvk]
+	followed = f.kinds[gvk]
 	f.mu.Unlock()
-	obj := caches.ReleaseObject(f.scheme, gvk)
-	if !ok || f.cache.Get(context.Background(), key, obj) != nil {
-		return nil
+	obj = caches.ReleaseObject(f.scheme, gvk)
+	if !followed || f.cache.Get(context.Background(), key, obj) != nil {
+		return nil, followed
 	}
-	return obj
+	return obj, true
 }
 
 // setup keeps the controller the watches are added to (a reconciler.ControllerSetupFunc).

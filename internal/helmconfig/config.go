@@ -98,9 +98,12 @@ type Settings struct {
 	Account  string
 	Accounts *tenancy.Accounts
 	Recorder record.EventRecorder
-	// Cached reads a release object of this shard from the cache of release objects; nil when
-	// the cache does not follow its kind (nil: none followed).
-	Cached func(schema.GroupVersionKind, types.NamespacedName) metav1.Object
+	// Cached reads a release object of this shard from the cache of release objects: nil when
+	// the cache holds no such object, and followed false when it does not follow the kind at all
+	// (Cached nil: none followed).
+	Cached func(schema.GroupVersionKind, types.NamespacedName) (obj client.Object, followed bool)
+	// CachedChecks answers the reads of Helm's ownership checks from Cached (Answers).
+	CachedChecks bool
 }
 
 // New returns the configurations of a kind, over the operator's REST config and mapper.
@@ -141,10 +144,12 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 		return nil, nil, err
 	}
 	handler := logr.ToSlogHandler(log)
-	kc := kube.New(&restGetter{config: as, mapper: c.mapper, discovery: c.discovery, namespace: ns})
+	objects := &restGetter{config: as, mapper: c.mapper, discovery: c.discovery, namespace: ns}
+	kc := kube.New(objects)
 	kc.Namespace = ns
 	kc.SetLogger(handler)
 	wrapped := &kubeClient{Client: kc, configs: c, release: obj.GetName(), releaseNS: ns}
+	objects.wrap = wrapped.answer
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.Records,
 		absences: !deleting, pooled: c.Pooled, seen: map[string]metav1.Preconditions{}, checkNew: wrapped.confineHooks}
@@ -160,7 +165,7 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	cfg := &action.Configuration{
 		// Helm's engine builds its lookup clients from this getter's config, which nothing else
 		// of an action reads objects with: the kube client keeps its own.
-		RESTClientGetter: &restGetter{config: as, mapper: c.mapper, discovery: c.discovery, namespace: ns, reads: reads},
+		RESTClientGetter: &restGetter{config: as, mapper: c.mapper, discovery: c.discovery, namespace: ns, wrap: reads.Transport},
 		Releases:         storage.Init(d),
 		KubeClient:       wrapped,
 		Capabilities:     caps.Copy(), // a Configuration may adjust its own
@@ -245,21 +250,19 @@ func (c *Configs) learnLocked() error {
 }
 
 // restGetter is what Helm builds its clients from: the REST config of the identity it acts as,
-// the operator's mapper and discovery, and the custom resource's namespace. With reads, every
-// object read through it is checked by the release's reach and recorded.
+// the operator's mapper and discovery, and the custom resource's namespace; wrap wraps the
+// transport of every client built (the lookups' Recorder, the kube client's answers).
 type restGetter struct {
 	config    *rest.Config
 	mapper    meta.RESTMapper
 	discovery discovery.CachedDiscoveryInterface
 	namespace string
-	reads     *Recorder
+	wrap      func(http.RoundTripper) http.RoundTripper
 }
 
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
 	cfg := rest.CopyConfig(g.config)
-	if g.reads != nil {
-		cfg.Wrap(g.reads.Transport)
-	}
+	cfg.Wrap(g.wrap)
 	return cfg, nil
 }
 

@@ -2,11 +2,15 @@ package helmconfig
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdkhandler "github.com/operator-framework/operator-lib/handler"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
@@ -17,12 +21,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/tenancy"
 )
@@ -30,31 +36,104 @@ import (
 // kubeClient is Helm's own client, which labels every object it builds as a release object
 // (names.ManagedLabel), builds nothing outside the custom resource's reach, and never creates,
 // updates or deletes an object another release owns, in this process or another: every write
-// of an object carries the precondition of the read that checked whose it is. Embedding the
-// concrete type keeps every optional interface Helm looks for (waiters with options...).
+// of an object carries the precondition of the read that found whose it is (an absent object's
+// resource version to create, the UID read to write or delete). Embedding the concrete type
+// keeps every optional interface Helm looks for (waiters with options...).
 type kubeClient struct {
 	*kube.Client
 	configs            *Configs
 	release, releaseNS string
-	// action is what the running action told of itself (SetAction).
-	action Action
+	// action is what the running action told of itself (SetAction); answers, how Helm's reads
+	// through this client are answered now (answer).
+	action  Action
+	answers atomic.Int32
 }
 
 // Action is what an action tells the kube client of itself before it runs.
 type Action struct {
-	// ServerSide: it applies server-side (an object is created by an apply, which would take an
-	// existing one, so a create carries the resource version of an absent object).
+	// ServerSide: it applies server-side. An object is created by an apply, which would take an
+	// existing one, so a create carries the resource version of an absent object.
 	ServerSide bool
-	// Checked: Helm itself reads every object the action creates or deletes and checks it is not
-	// another release's (install, upgrade and uninstall), so the client reads none again.
-	Checked bool
+	// Answers: how the reads Helm makes before the action writes are answered.
+	Answers Answers
 }
 
-// SetAction tells cfg's kube client what the action about to run is.
-func SetAction(cfg *action.Configuration, a Action) {
-	if c, ok := cfg.KubeClient.(*kubeClient); ok {
-		c.action = a
+// Answers is how the reads Helm makes through the kube client before an action writes are
+// answered: Helm reads every object its install or upgrade is about to create, and every
+// object its uninstall is about to delete, to check that it is not another release's.
+type Answers int32
+
+const (
+	// Live: by the apiserver.
+	Live Answers = iota
+	// FromCache: a read of an object the cache of release objects holds is answered as the
+	// cache holds it, any other by the apiserver. The write that follows carries the UID the
+	// answer gave, so an object that changed hands since is left as it is. (Uninstall.)
+	FromCache
+	// FromCacheOrAbsent: FromCache, and a read of an object of a kind the cache follows but
+	// does not hold is answered absent: the create that follows carries that answer as its
+	// precondition (an apply over AbsentVersion, or a POST), so an object that did exist fails
+	// it and is then read, and its owner named. (Install, upgrade.)
+	FromCacheOrAbsent
+)
+
+// SetAction tells cfg's kube client what the action about to run is; the returned func tells
+// it that the action is over.
+func SetAction(cfg *action.Configuration, a Action) (done func()) {
+	c, ok := cfg.KubeClient.(*kubeClient)
+	if !ok {
+		return func() {}
 	}
+	c.action = a
+	c.answers.Store(int32(a.Answers))
+	return func() { c.action = Action{}; c.answers.Store(int32(Live)) }
+}
+
+// answer is the transport of every client Helm's kube client builds: while an action's reads
+// are answered from the cache (Action.Answers), a read of one object of a kind the cache
+// follows does not reach the apiserver. Once the action writes, every read is live: Helm's
+// client-side patches and its upgrade of client-side field managers read what the cache
+// drops (managed fields).
+func (c *kubeClient) answer(next http.RoundTripper) http.RoundTripper {
+	return promhttp.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		answers := Answers(c.answers.Load())
+		if answers == Live || req.Method != http.MethodGet || c.configs.Cached == nil || !c.configs.CachedChecks {
+			return next.RoundTrip(req)
+		}
+		rd, ok := ParsePath(req.URL.Path)
+		if !ok || rd.Name == "" || !strings.HasSuffix(req.URL.Path, "/"+rd.Resource.Resource+"/"+rd.Name) {
+			return next.RoundTrip(req) // not one object: a list, a subresource
+		}
+		gvk, err := c.configs.mapper.KindFor(rd.Resource)
+		if err != nil {
+			return next.RoundTrip(req)
+		}
+		obj, followed := c.configs.Cached(gvk, types.NamespacedName{Namespace: rd.Namespace, Name: rd.Name})
+		switch {
+		case obj != nil:
+			content, err := caches.Content(obj, gvk)
+			if err != nil {
+				return nil, err
+			}
+			return jsonResponse(req, http.StatusOK, content)
+		case followed && answers == FromCacheOrAbsent:
+			status := apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: rd.Resource.Resource}, rd.Name).ErrStatus
+			status.Kind, status.APIVersion = "Status", "v1"
+			return jsonResponse(req, http.StatusNotFound, status)
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// jsonResponse is the apiserver's answer to req: body, as JSON, with code.
+func jsonResponse(req *http.Request, code int, body any) (*http.Response, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Response{StatusCode: code, Status: http.StatusText(code), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(bytes.NewReader(data)),
+		ContentLength: int64(len(data)), Request: req}, nil
 }
 
 // Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
@@ -120,14 +199,12 @@ func (c *kubeClient) confineHooks(rls *rspb.Release) error {
 	return nil
 }
 
-// Create implements kube.Interface: it creates nothing another release owns. Helm checked that
-// none of objs exists (on install; else the client checks), and the create carries that
-// finding: a POST fails on an object made since, and an apply does, applied over the resource
-// version of an absent object (AbsentVersion), which only a create matches.
+// Create implements kube.Interface: it creates nothing that exists. A create is a POST, which
+// fails on an existing object, or an apply over the resource version of an absent object
+// (AbsentVersion), which only a create matches; when one fails so, the object is read and its
+// owner named.
 func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
-	if err := c.check(objs); err != nil {
-		return nil, err
-	}
+	c.answers.Store(int32(Live))
 	if c.action.ServerSide {
 		for _, info := range objs {
 			if m, err := meta.Accessor(info.Object); err == nil {
@@ -139,15 +216,13 @@ func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOpt
 	return res, c.taken(objs, err)
 }
 
-// Update implements kube.Interface: of the objects it creates (those original has not), none may
-// be another release's (Helm checked them on upgrade; else the client checks), and each is
-// created as Create creates it; an object it keeps is written only while it is still the one
-// the release holds (its UID, from the cache, or Helm's read).
+// Update implements kube.Interface: the objects it creates (those original has not) are
+// created as Create creates them; an object it keeps is written only while it is the one the
+// release holds (the UID the cache holds; an object the cache says is another release's is not
+// written at all).
 func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
+	c.answers.Store(int32(Live))
 	created := target.Difference(original)
-	if err := c.check(created); err != nil {
-		return &kube.Result{}, err
-	}
 	for _, info := range target {
 		m, err := meta.Accessor(info.Object)
 		if err != nil {
@@ -173,29 +248,23 @@ func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.Cli
 // history) and drops it from an object it creates.
 const AbsentVersion = "1"
 
-// check returns an error naming the first object of objs another release owns, unless Helm
-// checked them itself.
-func (c *kubeClient) check(objs kube.ResourceList) error {
-	if c.action.Checked {
-		return nil
-	}
-	for _, info := range objs {
-		if err := c.ownedOrAbsent(info); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// taken names the owner of an object whose create failed on a precondition: another process
-// made it between the check and the write.
+// taken names the owner of an object of objs that exists and is another release's, when err
+// is a create that failed because the object exists; else it returns err.
 func (c *kubeClient) taken(objs kube.ResourceList, err error) error {
 	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	for _, info := range objs {
-		if owned := c.ownedOrAbsent(info); owned != nil {
-			return owned
+		live, gerr := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+		if gerr != nil {
+			continue
+		}
+		m, merr := meta.Accessor(live)
+		if merr != nil {
+			continue
+		}
+		if owned := Owns(m, c.release, c.releaseNS); owned != nil {
+			return fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, owned)
 		}
 	}
 	return err
@@ -246,7 +315,11 @@ func (c *kubeClient) cached(info *resource.Info) metav1.Object {
 	if c.configs.Cached == nil || info.Mapping == nil {
 		return nil
 	}
-	return c.configs.Cached(info.Mapping.GroupVersionKind, types.NamespacedName{Namespace: info.Namespace, Name: info.Name})
+	obj, _ := c.configs.Cached(info.Mapping.GroupVersionKind, types.NamespacedName{Namespace: info.Namespace, Name: info.Name})
+	if obj == nil {
+		return nil // a nil pointer in an interface is not a nil interface
+	}
+	return obj
 }
 
 // IsReachable answers Helm's check before every action from the capabilities: the apiserver
@@ -344,24 +417,4 @@ type OwnedError struct{ Release, Namespace string }
 func (e *OwnedError) Error() string {
 	return fmt.Sprintf("belongs to release %s of namespace %s (annotations %s, %s), and is left as it is",
 		e.Release, e.Namespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
-}
-
-// ownedOrAbsent reads the object of info: nil when it does not exist or the release owns it,
-// else why not.
-func (c *kubeClient) ownedOrAbsent(info *resource.Info) error {
-	live, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("could not get %s %q: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
-	}
-	m, err := meta.Accessor(live)
-	if err == nil {
-		err = Owns(m, c.release, c.releaseNS)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, err)
-	}
-	return nil
 }
