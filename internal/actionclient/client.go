@@ -1,16 +1,18 @@
 // Package actionclient is what happens to a custom resource's Helm release. helm-operator-plugins'
 // reconciler asks its action client getter for a client at the beginning of every reconcile;
-// the getter (Client.begin) gathers what is known of the release once (state.go), asks Decide
-// once (decide.go), and returns one client whose every answer to the reconciler follows that
-// Decision, carried out with Helm 4: the reconciler's reads are answered from what was gathered
-// and write nothing; the claim and the unlock Decide asks for are written before the first
-// action; install, upgrade, drift correction (drift.go) and uninstall run as it says. The
+// the getter (Client.begin) gathers what is known of the release once, asks Decide once
+// (decide.go), carries out the steps the reconciler does not know that come first (the claim,
+// the unlock), and returns one client whose every answer to the reconciler is a fact: the
+// record as stored, or a rendering the chart makes of the values at hand. Each of the
+// reconciler's calls is carried out as a step of that Decision, one small type per step, with
+// Helm 4: install and the removal of a failed install (install.go), upgrade, rollback and the
+// rollout's hold (upgrade.go), drift correction (drift.go), uninstall (uninstall.go). The
 // reconciler speaks Helm 3's types; seam.go, the one file that knows them, converts.
 //
 // What the upstream client lacks is here too: the upgrade check answered from digests of every
 // input of a rendering instead of a dry run (digest.go, lookups.go), releases left pending by a
 // crash unlocked, hook objects deleted after an uninstall, uninstall-wait, the chart rollout's
-// waves, and Events and metrics of every Helm action (report.go).
+// waves, and Events and metrics of every step (report.go).
 package actionclient
 
 import (
@@ -18,14 +20,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
 	"helm.sh/helm/v4/pkg/action"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
@@ -34,25 +37,23 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"helm.sh/helm/v4/pkg/strvals"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/helmconfig"
-	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // Options configure the action client of one kind.
 type Options struct {
-	// Chart is the kind's chart; Overrides, the watch's override values, set into every spec.
+	// GVK is the kind; Chart its chart; Overrides, the watch's override values, set into every
+	// spec.
+	GVK       schema.GroupVersionKind
 	Chart     *chart.Chart
 	Overrides map[string]string
 	// Translate turns a custom resource (overrides set) into values, after the chart's checks.
@@ -78,6 +79,8 @@ type Options struct {
 	// Digests, when set, answers the upgrade check from digests where they know; nil: every
 	// check is a dry run (--fast-paths without digests).
 	Digests *Digests
+	// Remembered registers the client's per-resource stores (nil: none, for tests).
+	Remembered *caches.Remembered
 }
 
 // Configs gives each custom resource's Helm configuration, and what records the lookups of its
@@ -92,14 +95,23 @@ type Configs interface {
 // and what each reconcile's client shares.
 type Client struct {
 	o Options
-	// translated hands the values a reconcile's client built (a translation) to the
-	// reconciler's value translator, which the reconciler calls with the same object pointer,
-	// later in the reconcile, whenever the resource is not being deleted.
-	translated sync.Map
+	// values are the values each reconcile built when it began, with the resourceVersion of
+	// the custom resource they were built from: the reconciler's translator hands them over
+	// for the same object at the same version (seam.go).
+	values *caches.Store[built]
+}
+
+// built is what the values of a custom resource at a resourceVersion came to.
+type built struct {
+	version string
+	vals    map[string]any
+	err     error
 }
 
 // New returns the action client of a kind.
-func New(o Options) *Client { return &Client{o: o} }
+func New(o Options) *Client {
+	return &Client{o: o, values: caches.NewStore[built](o.Remembered, "reconcile_values", o.GVK)}
+}
 
 // WaveGate decides which upgrades may go now (package rollout's Gate).
 type WaveGate interface {
@@ -115,84 +127,80 @@ type WaveGate interface {
 	Upgraded(obj client.Object, err error)
 }
 
-// ErrHeld is the error of an upgrade the rollout holds back that the reconciler tried
-// regardless of the check's answer (it upgrades a failed release whatever the check says).
-var ErrHeld = errors.New("held back by the chart rollout: this release waits for its wave")
-
-// UnlockedDescription begins the description of a revision that was unlocked (marked failed).
-const UnlockedDescription = "marked failed by myproxy-operator"
-
-// reconcile is the client of one reconcile of one custom resource.
+// reconcile is the client of one reconcile of one custom resource: the answers to the
+// reconciler's calls and the steps of the Decision, from what was known when it began.
 type reconcile struct {
-	c   *Client
-	ctx context.Context // the reconcile's
-	log logr.Logger
-	obj *unstructured.Unstructured
-	key shard.Key
-
+	c     *Client
+	ctx   context.Context // the reconcile's
+	log   logr.Logger
+	obj   *unstructured.Unstructured
+	key   shard.Key
 	cfg   *action.Configuration
 	reads *helmconfig.Recorder
 
-	// What was gathered (state.go).
-	state    State
+	known    known
 	decision Decision
-	// cur is the release as read when the reconcile began (or as written since: current); err
-	// what the read, the values or the check's rendering failed with.
-	cur      *release.Release
-	current  bool // cur is the release as stored; false after an action changed it
-	err      error
-	vals     map[string]any
-	dg       digests // of the values and chart at hand; digestible says they could be computed
-	digested bool
-	rendered *release.Release // the check's dry run
-	proved   *release.Release // the deployed revision with the digests its rendering proved
-	// Writes carried out: the claim and the unlock Decision asked for.
-	claimed, unlocked bool
+	// stored is the release's last revision as stored (nil: none), as read when the reconcile
+	// began, or again after a step wrote it (stale); storedErr what reading it failed with.
+	stored    *release.Release
+	storedErr error
+	stale     bool
+	// claimed: this reconcile wrote its shard's claim.
+	claimed bool
 }
 
-// begin starts a reconcile of obj: it gathers the state, decides, and returns the client that
-// carries the decision out; the error of a Refuse decision. It writes nothing.
+// begin starts a reconcile of obj: it gathers what is known, decides, carries out the steps
+// that come before the reconciler's first call (the claim, the unlock), and returns the client
+// that carries the rest out; the error of a Refuse decision, or of a step that failed.
 func (c *Client) begin(ctx context.Context, obj *unstructured.Unstructured) (*reconcile, error) {
-	r := &reconcile{c: c, ctx: ctx, obj: obj, log: logf.FromContext(ctx),
-		key: shard.Key{GVK: obj.GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}}
+	log := logf.FromContext(ctx)
 	start := time.Now()
-	var err error
-	if r.cfg, r.reads, err = c.o.Configs.For(ctx, obj, r.log.V(1)); err != nil {
-		r.report(Outcome{Action: ActionClient, Err: err}, start)
+	cfg, reads, err := c.o.Configs.For(ctx, obj, log.V(1))
+	if err != nil {
+		c.report(obj, Outcome{Action: ActionClient, Err: err}, start)
 		return nil, err
 	}
-	r.state = r.gather()
-	r.decision = Decide(r.state)
+	r := &reconcile{c: c, ctx: ctx, obj: obj, log: log, cfg: cfg, reads: reads,
+		key: shard.Key{GVK: obj.GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}}
+	r.known = r.gather()
+	r.decision = Decide(r.known.state)
+	r.stored, r.storedErr = r.known.cur, r.known.curErr
+	for _, o := range r.known.outcomes {
+		r.c.report(obj, o, o.start)
+	}
 	if r.decision.Step == Refuse {
 		return nil, r.refusal()
 	}
-	if !r.state.Deleting {
-		c.translated.Store(obj, translation{vals: r.vals, err: r.err})
+	if r.decision.Claim {
+		if err := (claimStep{r}).run(); err != nil {
+			return nil, err
+		}
+	}
+	if r.decision.Unlock {
+		if err := (unlockStep{r}).run(); err != nil {
+			return nil, err
+		}
+	}
+	if w := c.o.Waves; w != nil {
+		switch r.decision.Step {
+		case Install, Unchanged:
+			w.UpToDate(obj) // an install renders the chart at hand: nothing for a rollout to hold back
+		case Hold, Upgrade:
+			w.Decided(obj, r.decision.Step == Hold)
+		}
+	}
+	if !r.known.state.Deleting {
+		c.values.Set(r.key, built{version: obj.GetResourceVersion(), vals: r.known.vals, err: r.known.err})
 	}
 	return r, nil
 }
 
-// refusal says why Decide refused the reconcile.
-func (r *reconcile) refusal() error {
-	switch {
-	case r.err != nil:
-		return r.err
-	case r.state.Claim == ForeignRunner:
-		return fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
-			"every shard must run with the same --shards", shard.Owner(r.obj), r.c.o.Shard.Fleet)
-	case r.state.Claim == OtherShard:
-		return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", shard.Owner(r.obj), shard.OwnerLabel)
-	}
-	_, notSole := r.c.o.Unlock.why(r.cur.Info.LastDeployed)
-	return fmt.Errorf("release %s revision %d is %s and is left so: %w", r.cur.Name, r.cur.Version, r.cur.Info.Status, notSole)
-}
-
 // during runs f unless the resource was handed over to another shard since the reconcile began
-// (and this reconcile is not about to claim it again), counted as in flight: a handover waits
-// for it.
-func during[T any](r *reconcile, f func() (T, error)) (T, error) {
+// (and this reconcile is not about to claim it again: it has claim), counted as in flight: a
+// handover waits for it.
+func during[T any](r *reconcile, claim Claim, f func() (T, error)) (T, error) {
 	if r.c.o.Claims != nil {
-		claiming := (r.state.Claim == Unclaimed || r.state.Claim == GoneShard) && !r.claimed
+		claiming := (claim == Unclaimed || claim == GoneShard) && !r.claimed
 		if err := r.c.o.Claims.Begin(r.key, claiming); err != nil {
 			var none T
 			return none, err
@@ -202,15 +210,9 @@ func during[T any](r *reconcile, f func() (T, error)) (T, error) {
 	return f()
 }
 
-// read reads the release's last revision: nil when it has none.
-func (r *reconcile) read() {
-	start := time.Now()
-	rel, err := during(r, func() (*release.Release, error) { return last(r.cfg, r.obj.GetName()) })
-	r.cur, r.err, r.current = rel, err, true
-	if errors.Is(err, driver.ErrReleaseNotFound) {
-		r.err = nil
-	}
-	r.report(Outcome{Action: ActionGet, Result: r.cur, Err: r.err}, start)
+// act runs f as during does, for a step of this reconcile.
+func act[T any](r *reconcile, f func() (T, error)) (T, error) {
+	return during(r, r.known.state.Claim, f)
 }
 
 // last returns the last revision of release name; ErrReleaseNotFound when it has none.
@@ -232,86 +234,54 @@ func asRelease(r any) (*release.Release, error) {
 	return nil, fmt.Errorf("unsupported release type %T", r)
 }
 
-// carryOut writes what Decide asked for before the step, the claim then the unlock, when the
-// reconciler's call is one of the step's; else it says why the call is not made.
-func (r *reconcile) carryOut(call Action, steps ...Step) error {
-	switch {
-	case r.decision.Step == Stop:
-		return r.err
-	case !slices.Contains(steps, r.decision.Step):
-		return fmt.Errorf("the reconciler asked to %s release %s, but this reconcile decided %s", call, r.obj.GetName(), r.decision.Step)
+// stepFor checks that the reconciler's call is answered by a step of the decision: a Stop
+// answers every call with what stopped it.
+func (r *reconcile) stepFor(call Action, steps ...Step) error {
+	if r.decision.Step == Stop {
+		return r.known.err
 	}
-	if r.decision.Claim && !r.claimed {
-		// The update carries the resource version read, so of two claims one fails.
-		claimed := r.obj.DeepCopy()
-		claimed.SetLabels(mergeLabels(claimed.GetLabels(), map[string]string{shard.OwnerLabel: r.c.o.Shard.ID()}))
-		if err := r.c.o.Writer.Update(r.ctx, claimed); err != nil {
-			return fmt.Errorf("claiming it for shard %q: %w", r.c.o.Shard.ID(), err)
+	for _, s := range steps {
+		if r.decision.Step == s {
+			return nil
 		}
-		r.obj.SetLabels(claimed.GetLabels())
-		r.obj.SetResourceVersion(claimed.GetResourceVersion())
-		r.c.o.Claims.Reclaim(r.key)
-		r.claimed = true
 	}
-	if r.decision.Unlock && !r.unlocked {
-		why, _ := r.c.o.Unlock.why(r.cur.Info.LastDeployed)
-		rel, was := *r.cur, r.cur.Info.Status
-		info := *r.cur.Info
-		rel.Info = &info
-		rel.Info.Status = common.StatusFailed
-		rel.Info.Description = fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
-		if _, err := during(r, func() (any, error) { return nil, r.cfg.Releases.Update(&rel) }); err != nil {
-			return fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", rel.Name, rel.Version, was, err)
-		}
-		r.c.o.Recorder.Eventf(r.obj, corev1.EventTypeWarning, names.ReasonReleaseUnlocked,
-			"release %s revision %d was left %s by an interrupted action; marked failed to retry (%s)", rel.Name, rel.Version, was, why)
-		r.cur, r.unlocked = &rel, true
-	}
-	return nil
+	return fmt.Errorf("the reconciler asked to %s release %s, but this reconcile decided %s", call, r.obj.GetName(), r.decision.Step)
 }
 
-// get answers the reconciler's read of release name: as gathered, until an action changes it.
-// A release Decide unlocks reads as failed; one uninstalled while its objects go
-// (uninstall-wait) is not found, as after any uninstall. It writes nothing.
+// get answers the reconciler's read of release name: the last revision as stored, as the
+// reconcile read it when it began, or read again once a step wrote it. An uninstalled release
+// (uninstall-wait keeps its record while its objects go) holds nothing under its name: not
+// found, as after any uninstall. It writes nothing.
 func (r *reconcile) get(name string) (*release.Release, error) {
 	if name != r.obj.GetName() {
-		return during(r, func() (*release.Release, error) { return last(r.cfg, name) })
+		return act(r, func() (*release.Release, error) { return last(r.cfg, name) })
 	}
-	if !r.current {
-		r.read()
+	if r.stale {
+		r.stored, r.storedErr = act(r, func() (*release.Release, error) { return last(r.cfg, name) })
+		if errors.Is(r.storedErr, driver.ErrReleaseNotFound) {
+			r.storedErr = nil
+		}
+		r.stale = false
 	}
 	switch {
-	case r.err != nil:
-		return nil, r.err
-	case r.cur == nil || r.cur.Info.Status == common.StatusUninstalled:
+	case r.storedErr != nil:
+		return nil, r.storedErr
+	case r.stored == nil || r.stored.Info.Status == common.StatusUninstalled:
 		return nil, driver.ErrReleaseNotFound
-	case r.decision.Unlock && !r.unlocked:
-		rel, info := *r.cur, *r.cur.Info
-		info.Status = common.StatusFailed
-		rel.Info = &info
-		return &rel, nil
 	}
-	return r.cur, nil
+	return r.stored, nil
 }
 
-// check answers the reconciler's "does the release need an upgrade?" (its dry-run upgrade) as
-// Decide said, from what was gathered.
+// check answers the reconciler's "does the release need an upgrade?" (its dry-run upgrade):
+// the rendering of the values at hand (the dry run gather ran), or the deployed revision where
+// the digests prove it renders them, or, for a release that is not deployed, its record, whose
+// status tells the reconciler to upgrade.
 func (r *reconcile) check() (*release.Release, error) {
-	if w := r.c.o.Waves; w != nil {
-		switch r.decision.Step {
-		case Unchanged:
-			w.UpToDate(r.obj)
-		case Hold, Upgrade:
-			w.Decided(r.obj, r.decision.Step == Hold)
-		}
-	}
-	switch r.decision.Step {
-	case Stop:
-		return nil, r.err
-	case Upgrade:
-		if r.rendered != nil {
-			return r.rendered, nil
-		}
+	switch {
+	case r.decision.Step == Stop:
+		return nil, r.known.err
+	case r.known.rendered != nil:
+		return r.known.rendered, nil
 	}
 	return r.get(r.obj.GetName())
 }
@@ -325,95 +295,39 @@ type actionOptions struct {
 	Force bool
 }
 
-// install carries out Install.
+// install carries out Install (install.go).
 func (r *reconcile) install(o actionOptions) (*release.Release, error) {
-	if err := r.carryOut(ActionInstall, Install); err != nil {
+	if err := r.stepFor(ActionInstall, Install); err != nil {
 		return nil, err
 	}
-	labels := r.c.o.Digests.recording(r, 1) // an install is always revision 1
-	start := time.Now()
-	rel, err := during(r, func() (*release.Release, error) {
-		i := r.newInstall()
-		i.DisableHooks, i.Description = o.DisableHooks, o.Description
-		i.Labels = labels
-		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: true, Answers: helmconfig.FromCacheOrAbsent}) // Helm 4 installs server-side
-		out, err := i.Run(copyChart(r.c.o.Chart), r.vals)
-		done()
-		rel, _ := asRelease(out)
-		if err != nil && rel != nil {
-			// Uninstall the failed install, so that the next reconcile installs afresh (the
-			// plugins' failure rollback); a release Helm did not record is not found.
-			if _, uerr := r.helmUninstall(actionOptions{}, false); uerr != nil && !errors.Is(uerr, driver.ErrReleaseNotFound) {
-				return nil, fmt.Errorf("uninstall failed: %v: original install error: %w", uerr, err)
-			}
-		}
-		return rel, err
-	})
-	r.report(Outcome{Action: ActionInstall, Result: rel, Err: err}, start)
-	r.c.o.Digests.rendered(r, rel, err)
-	r.current = false
-	if r.c.o.Waves != nil {
-		// An install renders the chart at hand: nothing for a rollout to hold back. The first
-		// wave waits until every resource of the fleet is decided.
-		r.c.o.Waves.UpToDate(r.obj)
-	}
-	return rel, err
+	return installStep{r: r, o: o}.run()
 }
 
-// upgrade carries out Upgrade.
+// upgrade carries out Upgrade or Hold (upgrade.go).
 func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
-	if err := r.carryOut(ActionUpgrade, Upgrade, Hold); err != nil {
+	if err := r.stepFor(ActionUpgrade, Upgrade, Hold); err != nil {
 		return nil, err
 	}
 	if r.decision.Step == Hold {
-		return nil, ErrHeld
+		return holdStep{r}.run()
 	}
-	labels := r.c.o.Digests.recording(r, r.cur.Version+1) // Helm's next revision follows the last, which was read
-	start := time.Now()
-	rel, err := during(r, func() (*release.Release, error) {
-		u := r.newUpgrade()
-		u.DisableHooks, u.Description = o.DisableHooks, o.Description
-		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, o.Force)
-		u.Labels = labels
-		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Answers: helmconfig.FromCacheOrAbsent})
-		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
-		done()
-		rel, _ := asRelease(out)
-		if err != nil && rel != nil {
-			// The failed revision was recorded: roll back to the last one that deployed, as the
-			// stock operators do, with --force unless rollback-force is false.
-			if rerr := r.rollback(rel.Name); rerr != nil {
-				return nil, fmt.Errorf("rollback failed: %v: original upgrade error: %w", rerr, err)
-			}
-		}
-		return rel, err
-	})
-	r.report(Outcome{Action: ActionUpgrade, Result: rel, Err: err}, start)
-	r.c.o.Digests.rendered(r, rel, err)
-	r.current = false
-	if r.c.o.Waves != nil {
-		r.c.o.Waves.Upgraded(r.obj, err)
-	}
-	return rel, err
+	return upgradeStep{r: r, o: o}.run()
 }
 
-// newInstall is the install of the release, as the install and a preview run it.
-func (r *reconcile) newInstall() *action.Install {
-	i := action.NewInstall(r.cfg)
-	i.ReleaseName, i.Namespace = r.obj.GetName(), r.obj.GetNamespace()
-	r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
-	i.ForceConflicts = true // objects it adopts (its record was lost) take the chart's fields
-	i.SkipCRDs = true       // a chart's crds/ are installed with the kind (make install), never by a tenant's release
-	return i
+// reconcileObjects carries out Unchanged (drift.go).
+func (r *reconcile) reconcileObjects() error {
+	if err := r.stepFor(ActionReconcile, Unchanged); err != nil {
+		return err
+	}
+	return unchangedStep{r}.run()
 }
 
-// newUpgrade is the upgrade of the release, as the check and the upgrade run it.
-func (r *reconcile) newUpgrade() *action.Upgrade {
-	u := action.NewUpgrade(r.cfg)
-	// The values are the custom resource's, whole: an empty spec is not "the last values again".
-	u.Namespace, u.MaxHistory, u.ResetValues = r.obj.GetNamespace(), r.c.o.MaxHistory, true
-	r.renderOptions(&u.WaitStrategy, &u.PostRenderer, &u.PostRenderStrategy, &u.DisableOpenAPIValidation)
-	return u
+// uninstall carries out Uninstall or UninstallWhenGone (uninstall.go).
+func (r *reconcile) uninstall(o actionOptions) (*release.Release, error) {
+	if err := r.stepFor(ActionUninstall, Uninstall, UninstallWhenGone); err != nil {
+		return nil, err
+	}
+	return uninstallStep{r: r, o: o}.run()
 }
 
 // renderOptions sets what every install and upgrade shares:
@@ -430,243 +344,25 @@ func (r *reconcile) renderOptions(wait *kube.WaitStrategy, post *postrenderer.Po
 	*noValidation = true
 }
 
-// force is how an upgrade or a rollback of a release applied by method applies its objects, as
-// Flux's helm-controller does: server-side when the release is (Helm's auto), taking every
-// conflicting field, so that the chart wins as a three-way merge makes it win client-side, and
-// forced or not, so that a release applied server-side stays so; a release applied
-// client-side, asked to force as the stock operators' --force does, has its objects replaced.
-func force(method string, forced bool) (serverSide string, replace, conflicts bool) {
-	ssa := method == string(release.ApplyMethodServerSideApply)
-	return "auto", forced && !ssa, ssa
-}
-
-// rollback rolls release name back after a failed upgrade.
-func (r *reconcile) rollback(name string) error {
-	rb := action.NewRollback(r.cfg)
-	rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
-	rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = force(r.cur.ApplyMethod, annotations.Bool(r.obj, annotations.RollbackForce, true))
-	defer helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: rb.ForceConflicts})() // Helm checks no owner on rollback
-	return rb.Run(name)
-}
-
-// dryRun renders the upgrade of the release as the check does, writing nothing.
-func (r *reconcile) dryRun() (*release.Release, error) {
-	u := r.newUpgrade()
-	u.DryRunStrategy = r.dryRunStrategy()
-	u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(r.cur.ApplyMethod, false)
-	out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.vals)
-	rel, cerr := asRelease(out)
-	return rel, cmp.Or(err, cerr)
-}
-
-// Rendering is what the kind's chart would make of a custom resource's release, found the way
-// the upgrade check finds it, writing nothing (myproxy-operator preview).
-type Rendering struct {
-	// Current is the release's last revision, nil when it has none; Rendered the dry run of
-	// its upgrade (of an install, without one).
-	Current, Rendered *release.Release
-	// Kube is the release's Helm client: it builds objects as the release's actions do.
-	Kube kube.Interface
-}
-
-// Render renders obj's release as its next reconcile would, with a dry run.
-func (c *Client) Render(ctx context.Context, obj *unstructured.Unstructured) (Rendering, error) {
-	r := &reconcile{c: c, ctx: ctx, obj: obj, log: logf.FromContext(ctx)}
-	var err error
-	if r.cfg, r.reads, err = c.o.Configs.For(ctx, obj, r.log.V(1)); err != nil {
-		return Rendering{}, fmt.Errorf("helm: %w", err)
-	}
-	if r.vals, err = r.values(); err != nil {
-		return Rendering{}, fmt.Errorf("values: %w", err)
-	}
-	if r.cur, err = last(r.cfg, obj.GetName()); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return Rendering{}, fmt.Errorf("reading the release: %w", err)
-	}
-	out := Rendering{Current: r.cur, Kube: r.cfg.KubeClient}
-	if r.cur != nil {
-		out.Rendered, err = r.dryRun()
-	} else {
-		i := r.newInstall()
-		i.DryRunStrategy = r.dryRunStrategy()
-		var rel any
-		rel, err = i.Run(copyChart(c.o.Chart), r.vals)
-		out.Rendered, _ = asRelease(rel)
-	}
-	if err != nil {
-		return out, fmt.Errorf("rendering: %w", err)
-	}
-	return out, nil
-}
-
-// dryRunStrategy is the check's: watches.yaml dryRunOption, else the plugins' (server).
-func (r *reconcile) dryRunStrategy() action.DryRunStrategy {
-	return action.DryRunStrategy(cmp.Or(r.c.o.DryRunOption, string(action.DryRunServer)))
-}
-
-// reconcileObjects carries out the drift correction that follows Unchanged (and Hold): it
-// writes the digests a check proved on the release record (so that a restarted operator knows
-// them too; a failure costs only another dry run after a restart), then sets back drifted
-// objects (drift.go).
-func (r *reconcile) reconcileObjects() error {
-	if err := r.carryOut(ActionReconcile, Unchanged, Hold); err != nil {
-		return err
-	}
-	if r.proved != nil {
-		if _, err := during(r, func() (any, error) { return nil, r.cfg.Releases.Update(r.proved) }); err != nil {
-			r.log.V(1).Info("cannot record the digests proven on the release", "error", err.Error())
-		}
-	}
-	start := time.Now()
-	_, err := during(r, func() (any, error) { return nil, r.correctDrift(r.cur) })
-	r.report(Outcome{Action: ActionReconcile, Release: r.cur.Name, Result: r.cur, Err: err}, start)
-	return err
-}
-
-// uninstall carries out Uninstall or UninstallWhenGone. After each uninstall, the release's hook
-// objects are deleted too.
-func (r *reconcile) uninstall(o actionOptions) (*release.Release, error) {
-	if err := r.carryOut(ActionUninstall, Uninstall, UninstallWhenGone); err != nil {
-		return nil, err
-	}
-	name := r.obj.GetName()
-	start := time.Now()
-	rel, err := r.cur, error(nil)
-	if r.decision.Step == UninstallWhenGone {
-		if r.cur.Info.Status != common.StatusUninstalled {
-			rel, err = r.helmUninstall(o, true)
-		}
-		if err == nil {
-			err = r.waitForObjects(r.cur.Manifest)
-		}
-	}
-	if err == nil {
-		// Helm purges the records of a release it finds uninstalled.
-		rel, err = r.helmUninstall(o, false)
-	}
-	r.report(Outcome{Action: ActionUninstall, Release: name, Result: rel, Err: err}, start)
-	r.current = false
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		var waiting *WaitingForDeletionError
-		if !errors.As(err, &waiting) {
-			// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
-			// ("no release provided") do not say what is at stake.
-			err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
-				"its objects, until an uninstall succeeds: %w", name, err)
-		}
-	}
-	return rel, err
-}
-
-// helmUninstall runs one Helm uninstall and deletes the hook objects of the release it removed.
-func (r *reconcile) helmUninstall(o actionOptions, keepHistory bool) (*release.Release, error) {
-	resp, err := during(r, func() (*release.Release, error) {
-		u := action.NewUninstall(r.cfg)
-		u.DisableHooks, u.Description, u.KeepHistory = o.DisableHooks, o.Description, keepHistory
-		u.WaitStrategy = kube.HookOnlyStrategy
-		done := helmconfig.SetAction(r.cfg, helmconfig.Action{Answers: helmconfig.FromCache})
-		resp, err := u.Run(r.obj.GetName())
-		done()
-		if resp == nil {
-			return nil, err
-		}
-		rel, cerr := asRelease(resp.Release)
-		return rel, cmp.Or(err, cerr)
-	})
-	if err == nil || errors.Is(err, driver.ErrReleaseNotFound) {
-		r.c.o.Digests.Forget(r.key)
-	}
-	if err != nil || resp == nil {
-		return resp, err
-	}
-	if err := r.deleteHooks(resp); err != nil {
-		return resp, fmt.Errorf("release %s is uninstalled, but not all its hook objects are deleted: %w", resp.Name, err)
-	}
-	return resp, nil
-}
-
-// deleteHooks deletes the hook objects of an uninstalled release that its chart does not keep
-// (helm.sh/resource-policy: keep), through Helm's own client (the release's reach and identity
-// apply); absent ones are skipped. Helm's uninstall leaves hooks to their delete policy; the
-// stock operator-sdk helm-operator gives them an owner reference to the custom resource, so the
-// garbage collector takes them after it; helm-operator-plugins owns only the manifest. This does
-// not depend on the garbage collector.
-func (r *reconcile) deleteHooks(rel *release.Release) error {
-	var manifests []string
-	for _, h := range rel.Hooks {
-		manifests = append(manifests, h.Manifest)
-	}
-	if len(manifests) == 0 {
-		return nil
-	}
-	objs, err := r.cfg.KubeClient.Build(strings.NewReader(strings.Join(manifests, "\n---\n")), false)
-	if err != nil {
-		return err
-	}
-	objs = objs.Filter(func(info *resource.Info) bool {
-		a, err := meta.NewAccessor().Annotations(info.Object)
-		return err == nil && !manifestutil.HasResourcePolicyKeep(a)
-	})
-	if len(objs) == 0 {
-		return nil
-	}
-	_, errs := r.cfg.KubeClient.Delete(objs, metav1.DeletePropagationBackground)
-	return errors.Join(errs...)
-}
-
-// waitForObjects fails with WaitingForDeletionError while an object of manifest exists.
-func (r *reconcile) waitForObjects(manifest string) error {
-	if strings.TrimSpace(manifest) == "" {
-		return nil
-	}
-	objs, err := r.cfg.KubeClient.Build(strings.NewReader(manifest), false)
-	if err != nil {
-		return fmt.Errorf("%s: cannot tell whether the objects of release %s are deleted: %w", annotations.UninstallWait, r.obj.GetName(), err)
-	}
-	var left []string
-	for _, info := range objs {
-		switch err := info.Get(); {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return fmt.Errorf("%s: cannot tell whether the objects of release %s are deleted: %w", annotations.UninstallWait, r.obj.GetName(), err)
-		default:
-			left = append(left, fmt.Sprintf("%s %s", info.Mapping.GroupVersionKind.Kind, info.Name))
-		}
-	}
-	if len(left) > 0 {
-		return &WaitingForDeletionError{Release: r.obj.GetName(), Remaining: left}
-	}
-	return nil
-}
-
-// WaitingForDeletionError says that an uninstall is done but objects of the release are still
-// being deleted, and the custom resource keeps its finalizer until they are gone.
-type WaitingForDeletionError struct {
-	Release   string
-	Remaining []string
-}
-
-func (e *WaitingForDeletionError) Error() string {
-	return fmt.Sprintf("%s=true: release %s is uninstalled; waiting until all its objects are deleted (still present: %s)",
-		annotations.UninstallWait, e.Release, strings.Join(e.Remaining, ", "))
-}
-
 // values builds the values of the custom resource as the plugins' reconciler would: the
 // watch's override values set into the spec (environment variables expanded), then the
 // kind's translator (the chart's checks). The chart's defaults are not coalesced here: Helm's
 // install and upgrade coalesce once, as for `helm install -f`, so that a null in the spec
 // deletes a default.
-func (r *reconcile) values() (map[string]any, error) {
-	obj := r.obj.DeepCopy()
+func (r *reconcile) values() (map[string]any, error) { return r.c.translate(r.ctx, r.obj) }
+
+func (c *Client) translate(ctx context.Context, obj *unstructured.Unstructured) (map[string]any, error) {
+	obj = obj.DeepCopy()
 	spec, ok := obj.Object["spec"].(map[string]any)
 	if !ok {
 		return nil, errors.New("spec must be a map")
 	}
-	for k, v := range r.c.o.Overrides {
+	for k, v := range c.o.Overrides {
 		if err := strvals.ParseInto(fmt.Sprintf("%s=%s", k, os.ExpandEnv(v)), spec); err != nil {
 			return nil, err
 		}
 	}
-	return r.c.o.Translate(r.ctx, obj)
+	return c.o.Translate(ctx, obj)
 }
 
 // copyChart copies c, its metadata, its dependency entries and, recursively, its subcharts.
@@ -701,6 +397,11 @@ func copyChart(c *chart.Chart) *chart.Chart {
 	return &out
 }
 
+// dryRunStrategy is the check's: watches.yaml dryRunOption, else the plugins' (server).
+func (c *Client) dryRunStrategy() action.DryRunStrategy {
+	return action.DryRunStrategy(cmp.Or(c.o.DryRunOption, string(action.DryRunServer)))
+}
+
 // SoleWriter says when this process may be the only writer of a release, and so unlock one an
 // interrupted action left pending (the operator was killed mid-action, or lost its node): Helm
 // refuses every later action on such a release ("another operation is in progress"), so the
@@ -708,7 +409,7 @@ func copyChart(c *chart.Chart) *chart.Chart {
 //   - With leader election, while this replica holds the Lease: reconciles of one resource never
 //     overlap, and a former leader stops acting before its Lease can pass to another replica
 //     (the renew deadline is shorter than the lease duration; a leader that was paused instead
-//     is fenced by the operator's lease fence).
+//     is fenced: Fence).
 //   - Without it (`make run`, several unelected replicas, a person's `helm upgrade`), once the
 //     pending revision is older than PendingAfter, which no honest action lasts: until then the
 //     reconcile fails with a message saying so, and retries with backoff.
@@ -737,8 +438,117 @@ func (w SoleWriter) why(since time.Time) (string, error) {
 		"abandoned once pending for --unlock-pending-after %s (now %s)", w.PendingAfter, age.Round(time.Second))
 }
 
-// translation is what the values of a custom resource came to.
-type translation struct {
-	vals map[string]any
-	err  error
+// Fence is a leader election lock that keeps a replica that lost the leader Lease without
+// knowing it from writing to the cluster.
+//
+// Leader election protects against a leader that dies or loses the apiserver: a live leader that
+// cannot renew its Lease gives up leadership after the renew deadline, before any other replica
+// may take over (after the lease duration). A leader that is frozen instead (a long GC pause, a
+// suspended VM, a stalled node, SIGSTOP) notices nothing: when it resumes, its in-flight Helm
+// actions go on from where they stopped, possibly minutes after another replica took over and
+// finished the same work. Unfenced, a resumed install then failed on the objects the new leader
+// had created, and its removal deleted them: they are the same release's.
+//
+// The Fence times every renewal of the Lease by this replica on the boot clock
+// (CLOCK_BOOTTIME), which runs on while the process is stopped and while the machine is
+// suspended (Go's monotonic clock stops during a suspend). Wrapped around the transport of the
+// manager's clients (WrapTransport), it refuses every request that writes once the last
+// renewal is older than the renew deadline: by then a live leader would have stepped down
+// itself, and the lease duration leaves the difference for requests already on the wire.
+//
+// What it cannot close: a request checked just before the freeze and sent just after. Release
+// records are also written with optimistic concurrency (helmconfig.Store), so that such a
+// straggler cannot overwrite a newer record.
+type Fence struct {
+	resourcelock.Interface
+	// ValidFor is how long writes are allowed after each renewal: the renew deadline. Now is
+	// the clock (BootClock); Refused counts the writes refused.
+	ValidFor time.Duration
+	Now      func() time.Duration
+	Refused  func()
+
+	mu      sync.Mutex
+	leading bool
+	renewed time.Duration // when the last successful write of the Lease naming this replica was sent
+}
+
+// Create implements resourcelock.Interface.
+func (f *Fence) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return f.write(ctx, ler, f.Interface.Create)
+}
+
+// Update implements resourcelock.Interface.
+func (f *Fence) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return f.write(ctx, ler, f.Interface.Update)
+}
+
+func (f *Fence) write(ctx context.Context, ler resourcelock.LeaderElectionRecord,
+	next func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	// The time before sending: the apiserver stores the renewal later, and other replicas count
+	// the lease duration from when they see it, later still.
+	sent := f.Now()
+	err := next(ctx, ler)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case ler.HolderIdentity != f.Identity():
+		f.leading = false // releasing the Lease (on shutdown), whether or not that succeeded
+	case err == nil:
+		f.leading, f.renewed = true, sent
+	}
+	return err
+}
+
+// Leading reports whether this replica holds the Lease, renewed within the renew deadline.
+func (f *Fence) Leading() bool { return f.Check() == nil }
+
+// Check returns an error unless this replica holds the Lease, renewed within the renew deadline.
+func (f *Fence) Check() error {
+	f.mu.Lock()
+	leading, renewed := f.leading, f.renewed
+	f.mu.Unlock()
+	if !leading {
+		return fmt.Errorf("this replica does not hold the leader Lease %s", f.Describe())
+	}
+	if age := f.Now() - renewed; age >= f.ValidFor {
+		return fmt.Errorf("this replica last renewed the leader Lease %s %s ago, longer than the renew deadline %s: "+
+			"another replica may lead now", f.Describe(), age.Round(time.Millisecond), f.ValidFor)
+	}
+	return nil
+}
+
+// WrapTransport fences the requests of a client that can write: use it as a rest.Config's
+// WrapTransport for every client of the manager but the leader election's own.
+func (f *Fence) WrapTransport(next http.RoundTripper) http.RoundTripper {
+	return promhttp.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if writes(req) {
+			if err := f.Check(); err != nil {
+				f.Refused()
+				return nil, fmt.Errorf("refusing to write (%s %s): %w", req.Method, req.URL.Path, err)
+			}
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+// writes tells whether a request may change the cluster.
+func writes(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	// Token and access reviews ask a question and change nothing; the metrics endpoint of every
+	// replica, leader or not, asks them of each scraper.
+	p := req.URL.Path
+	return !strings.Contains(p, "/apis/authentication.k8s.io/") && !strings.Contains(p, "/apis/authorization.k8s.io/")
+}
+
+// BootClock returns the time since boot, suspends included (CLOCK_BOOTTIME).
+func BootClock() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		// Linux has had CLOCK_BOOTTIME since 2.6.39; keep time moving rather than freeze the fence open.
+		return time.Duration(time.Now().UnixNano())
+	}
+	return time.Duration(ts.Nano())
 }

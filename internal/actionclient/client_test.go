@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v4/pkg/action"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,15 +75,15 @@ func TestDigestSkipsTheDryRunOnlyForTheSameChartAndValues(t *testing.T) {
 func TestDigestSeesTheStamp(t *testing.T) {
 	h := newHelm(t)
 	chrt, vals := testChart(configMap), map[string]any{}
-	a := Options{Digests: &Digests{Stamp: "a"}}
+	a := Options{Digests: NewDigests(nil, crGVK, nil, "a")}
 	if _, _, err := newKind(t, h, chrt, a).reconcileAs(vals); err != nil {
 		t.Fatal(err)
 	}
-	k := newKind(t, h, chrt, Options{Digests: &Digests{Stamp: "a"}})
+	k := newKind(t, h, chrt, Options{Digests: NewDigests(nil, crGVK, nil, "a")})
 	if k.begin(cr(vals)); k.checks() != 0 {
 		t.Errorf("same shard: %d dry runs, want 0", k.checks())
 	}
-	k = newKind(t, h, chrt, Options{Digests: &Digests{Stamp: "b"}})
+	k = newKind(t, h, chrt, Options{Digests: NewDigests(nil, crGVK, nil, "b")})
 	if k.begin(cr(vals)); k.checks() != 1 {
 		t.Errorf("another shard: %d dry runs, want 1", k.checks())
 	}
@@ -187,7 +189,7 @@ func TestAReleaseThatLookedUpIsRenderedAtEveryCheck(t *testing.T) {
 		defer lookups.mu.Unlock()
 		return lookups.followed[shard.Key{GVK: crGVK, NamespacedName: crKey}]
 	}
-	o := Options{Digests: &Digests{Lookups: lookups}}
+	o := Options{Digests: NewDigests(nil, crGVK, lookups, "")}
 	k := newKind(t, h, chrt, o)
 	for _, spec := range []map[string]any{{"replicas": 1}, {"replicas": 2}} {
 		_, rel, err := k.reconcileAs(spec)
@@ -315,6 +317,9 @@ func TestTheDigestAnswersOnlyWhatARenderingWould(t *testing.T) {
 // A release left pending is unlocked by this process only when it may be its only writer; the
 // reconcile's beginning and the reconciler's reads write nothing, and read the release as
 // failed, as often as they read it; the unlock is written before the upgrade, which retries it.
+// A release an interrupted action left pending is unlocked by the process that may be its only
+// writer, as the first step of the reconcile (before the reconciler reads it), under its own
+// name: the record's description, an Event and the metrics.
 func TestAPendingReleaseIsUnlockedBeforeTheAction(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -343,14 +348,20 @@ func TestAPendingReleaseIsUnlockedBeforeTheAction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The unlock is a step of its own, before the reconciler reads: it reads the record as
+			// stored, failed.
+			if stored := h.last(t); stored.Info.Status != rcommon.StatusFailed || !strings.HasPrefix(stored.Info.Description, UnlockedDescription) {
+				t.Errorf("after the reconcile began, revision 2 is stored %s (%q); want failed, described as unlocked",
+					stored.Info.Status, stored.Info.Description)
+			}
 			for range 3 {
 				rel, err := r.get("p")
-				if err != nil || rel.Info.Status != rcommon.StatusFailed {
-					t.Errorf("the reconciler read %v, %v; want the release as failed", rel, err)
+				if err != nil || rel.Info.Status != h.last(t).Info.Status || rel.Info.Description != h.last(t).Info.Description {
+					t.Errorf("the reconciler read %v, %v; want the release as stored", rel, err)
 				}
 			}
-			if _, w := h.counts(); w != w0 || h.last(t).Info.Status != rcommon.StatusPendingUpgrade {
-				t.Errorf("the reconcile's beginning and reads wrote %d records", w-w0)
+			if _, w := h.counts(); w != w0+1 {
+				t.Errorf("the reconcile's beginning and reads wrote %d records, want 1 (the unlock)", w-w0)
 			}
 			if _, err := r.upgrade(actionOptions{}); err != nil {
 				t.Fatal(err)
@@ -414,10 +425,11 @@ func (g *gateCalls) Upgraded(_ client.Object, err error) {
 	g.lastUpgradeErr = err
 }
 
-// A new chart's upgrade waits for its wave: the check is answered with the deployed release, an
-// upgrade the reconciler tries regardless fails with ErrHeld, and the gate is asked whether the
-// values changed (a user's change goes at once) and told the outcome.
-func TestAHeldCheckIsAnsweredWithTheDeployedRelease(t *testing.T) {
+// A new chart's upgrade waits for its wave: the check is answered with the rendering (a fact:
+// it differs), the reconciler's upgrade is carried out as the hold step (the deployed revision
+// stays, answered as stored), and the gate is asked whether the values changed (a user's change
+// goes at once) and told the outcome.
+func TestAHeldUpgradeIsAnsweredWithTheDeployedRelease(t *testing.T) {
 	h := newHelm(t)
 	gate := &gateCalls{hold: true}
 	if _, _, err := newKind(t, h, testChart(configMap), Options{Waves: gate}).reconcileAs(map[string]any{"replicas": 2}); err != nil {
@@ -428,16 +440,17 @@ func TestAHeldCheckIsAnsweredWithTheDeployedRelease(t *testing.T) {
 	k := newKind(t, h, newChart, Options{Waves: gate})
 	r := k.begin(cr(map[string]any{"replicas": int64(2)}))
 	rel, err := r.check()
-	if err != nil || rel.Manifest != deployed.Manifest || r.decision.Step != Hold {
-		t.Fatalf("held check answered %v (%v), step %s; want the deployed release", rel, err, r.decision.Step)
+	if err != nil || rel.Manifest == deployed.Manifest || !strings.Contains(rel.Manifest, "new: chart") || r.decision.Step != Hold {
+		t.Fatalf("held check answered %v (%v), step %s; want the new chart's rendering", rel, err, r.decision.Step)
 	}
 	if len(gate.asked) != 1 || gate.asked[0] || gate.waiting != 1 {
 		t.Errorf("Holds asked %v, Waiting told %d times; want once with specChanged=false (values equal as JSON), once",
 			gate.asked, gate.waiting)
 	}
-	// The reconciler upgrades a failed release whatever the check says: still held.
-	if _, err := r.upgrade(actionOptions{}); !errors.Is(err, ErrHeld) || h.last(t).Version != 1 {
-		t.Errorf("a held upgrade ran (err %v, revision %d)", err, h.last(t).Version)
+	// The reconciler asks for the upgrade its check calls for: the deployed revision stays.
+	if rel, err := r.upgrade(actionOptions{}); err != nil || rel.Version != deployed.Version || rel.Manifest != deployed.Manifest ||
+		h.last(t).Version != deployed.Version {
+		t.Errorf("a held upgrade answered %v (%v); stored revision %d; want the deployed revision, as stored", rel, err, h.last(t).Version)
 	}
 	if k.begin(cr(map[string]any{"replicas": int64(3)})); !gate.asked[1] {
 		t.Error("a change of values was not reported as a spec change")
@@ -513,8 +526,8 @@ func runs(live map[string]bool) shard.Liveness {
 }
 
 // A sharded reconcile acts only on what this shard claimed: it claims an unclaimed resource (or
-// one of a shard gone) before the first action, never at its beginning, and refuses another
-// running shard's.
+// one of a shard gone) as the first step of its decision, before anything else is written, and
+// refuses another running shard's.
 func TestAReconcileActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 	a := shard.Shard{Name: "a", Fleet: []string{"a", "b"}}
 	for _, tc := range []struct {
@@ -546,9 +559,6 @@ func TestAReconcileActsOnlyOnWhatThisShardClaimed(t *testing.T) {
 			k := newKind(t, h, testChart(configMap), Options{Shard: a, Claims: shard.NewClaims(), Writer: w, Running: tc.running})
 			r, err := k.c.begin(context.Background(), crOwnedBy(tc.owner))
 			if err == nil {
-				if len(w.owners) != 0 {
-					t.Errorf("the reconcile's beginning wrote claims %v", w.owners)
-				}
 				_, err = r.install(actionOptions{})
 			}
 			if strings.Join(w.owners, ",") != strings.Join(tc.claims, ",") {
@@ -658,5 +668,109 @@ func TestAnEmptySpecIsNotTheLastValues(t *testing.T) {
 	}
 	if len(rel.Config) != 0 || !strings.Contains(rel.Manifest, `replicas: "1"`) {
 		t.Errorf("revision %d kept values %v:\n%s", rel.Version, rel.Config, rel.Manifest)
+	}
+}
+
+// Every answer the client gives the reconciler is a fact: a read is the release's last record as
+// stored at that moment (none, or an uninstalled one, answered not found), and the check is
+// that record or the rendering the chart makes of the values at hand, as a dry run of its own
+// renders it. The reconciler's calls are made in its order, for every kind of release the
+// decision tells apart.
+func TestEveryAnswerIsARecordAsStoredOrARendering(t *testing.T) {
+	stored := func(t *testing.T, h *helm) *release.Release {
+		t.Helper()
+		rel, err := last(&action.Configuration{Releases: storage.Init(h.mem)}, crKey.Name)
+		if isNotFound(err) || rel != nil && rel.Info.Status == rcommon.StatusUninstalled {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel
+	}
+	same := func(a, b *release.Release) bool {
+		if a == nil || b == nil {
+			return a == nil && b == nil
+		}
+		return a.Version == b.Version && a.Info.Status == b.Info.Status && a.Info.Description == b.Info.Description && a.Manifest == b.Manifest
+	}
+	for _, tc := range []struct {
+		name  string
+		setUp func(t *testing.T, h *helm, chrt *chart.Chart)
+		spec  map[string]any
+		held  bool
+	}{
+		{name: "new", spec: map[string]any{}},
+		{name: "unchanged", spec: map[string]any{"replicas": int64(2)}},
+		{name: "changed values", spec: map[string]any{"replicas": int64(3)}},
+		{name: "held", spec: map[string]any{"replicas": int64(2)}, held: true},
+		{name: "failed", spec: map[string]any{"replicas": int64(2)}, setUp: func(t *testing.T, h *helm, _ *chart.Chart) {
+			failed := h.last(t)
+			failed.Info.Status, failed.Info.Description = rcommon.StatusFailed, "failed by the test"
+			if err := h.mem.Update("sh.helm.release.v1.p.v1", failed); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "left pending", spec: map[string]any{"replicas": int64(2)}, setUp: func(t *testing.T, h *helm, chrt *chart.Chart) {
+			h.store(t, &release.Release{Name: "p", Namespace: "ns", Version: 2, Chart: chrt, Manifest: "kind: ConfigMap\n",
+				Info: &release.Info{Status: rcommon.StatusPendingUpgrade, LastDeployed: time.Now().Add(-2 * time.Hour)}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHelm(t)
+			chrt := testChart(configMap)
+			if tc.name != "new" {
+				if _, _, err := newKind(t, h, chrt, digested()).reconcileAs(map[string]any{"replicas": 2}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.setUp != nil {
+				tc.setUp(t, h, chrt)
+			}
+			if tc.held {
+				chrt = testChart(configMap + "  new: chart\n")
+			}
+			k := newKind(t, h, chrt, Options{Waves: &gateCalls{hold: tc.held}})
+			r := k.begin(cr(tc.spec))
+			// The reconciler reads the release, then checks it, then acts, reading it again
+			// before an upgrade.
+			got, err := r.get(crKey.Name)
+			if err != nil && !isNotFound(err) || !same(got, stored(t, h)) {
+				t.Fatalf("read answered %v (%v); stored: %v", got, err, stored(t, h))
+			}
+			if isNotFound(err) {
+				if _, err := r.install(actionOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			checked, err := r.check()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rendering, err := k.c.Render(context.Background(), cr(tc.spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The rendering, or a deployed record that renders the same; or a record that is not
+			// deployed, whose status tells the reconciler to upgrade.
+			if checked.Manifest != rendering.Rendered.Manifest && (!same(checked, stored(t, h)) || checked.Info.Status == rcommon.StatusDeployed) {
+				t.Errorf("check answered revision %d %s, neither the rendering nor a record as stored that is not deployed (stored: %d %s)",
+					checked.Version, checked.Info.Status, stored(t, h).Version, stored(t, h).Info.Status)
+			}
+			if checked.Manifest == got.Manifest && got.Info.Status == rcommon.StatusDeployed {
+				if err := r.reconcileObjects(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if again, err := r.get(crKey.Name); err != nil || !same(again, stored(t, h)) {
+				t.Errorf("read before the upgrade answered %v (%v); stored: %v", again, err, stored(t, h))
+			}
+			upgraded, err := r.upgrade(actionOptions{})
+			if err != nil || !same(upgraded, stored(t, h)) {
+				t.Errorf("upgrade answered %v (%v); stored: %v", upgraded, err, stored(t, h))
+			}
+		})
 	}
 }

@@ -1,6 +1,19 @@
 package actionclient
 
-import "helm.sh/helm/v4/pkg/release/common"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+
+	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/shard"
+)
 
 // Claim is what the shard owner label of a custom resource says to this shard.
 type Claim string
@@ -14,28 +27,45 @@ const (
 	ForeignRunner Claim = "foreign runner" // a shard outside --shards that runs: the fleet disagrees
 )
 
-// Step is what happens to a release in one reconcile: the answer to every call the
-// reconciler makes in it.
+// Step is one thing that happens to a release in a reconcile. A Decision names the steps of
+// one reconcile; each is carried out by a type of its own (steps.go names them), reported
+// under its own name in Events and metrics (report.go), and, where it writes a revision, in the
+// release history.
 type Step string
 
-// The steps Decide yields.
+// The steps.
 const (
 	// Refuse: the action client is refused (the reconciler reports it); nothing is written.
 	Refuse Step = "refuse"
 	// Stop: nothing happens; the call that would act fails with what stopped it (values that
 	// cannot be built, a rendering that failed), which the reconciler reports.
 	Stop Step = "stop"
+	// Claim: this shard writes itself into the custom resource's owner label (conditional on
+	// the resourceVersion read, so of two claims one fails), before anything else.
+	ClaimStep Step = "claim"
+	// Unlock: the revision an interrupted action left pending (or uninstalling) is marked
+	// failed, conditional on the record's version read, before the reconciler reads it: it
+	// reads the record as stored, failed, and upgrades it.
+	Unlock Step = "unlock"
 	// Install: the release has no record; Helm installs it.
 	Install Step = "install"
+	// RemoveFailedInstall: an install failed after Helm recorded it; the release is
+	// uninstalled, its records purged, so that the next reconcile installs afresh (the
+	// plugins' failure rollback).
+	RemoveFailedInstall Step = "remove failed install"
 	// Upgrade: the values or the chart render another manifest, or the last revision failed;
-	// the check is answered with the rendering, and Helm upgrades.
+	// the check is answered with the rendering (or the failed record), and Helm upgrades.
 	Upgrade Step = "upgrade"
+	// Rollback: an upgrade failed after Helm recorded it; the release is rolled back to the
+	// last revision that deployed, as the stock operators do.
+	Rollback Step = "rollback"
 	// Unchanged: the deployed revision renders from the inputs at hand; the check is answered
-	// with it, and the reconciler only corrects drift (Reconcile), which also records the
-	// digests a rendering proved.
+	// with that rendering, and the reconciler corrects drift, which also records the digests a
+	// rendering proved.
 	Unchanged Step = "unchanged"
 	// Hold: the change is a new chart's, and waits for the rollout's wave: the check is
-	// answered with the deployed revision, and an upgrade is refused (ErrHeld).
+	// answered with the rendering, the reconciler asks for the upgrade, and the deployed
+	// revision stays, its drift corrected; the reconciler is answered with it, as stored.
 	Hold Step = "hold"
 	// Uninstall: the custom resource is being deleted; Helm uninstalls, then the hook objects
 	// are deleted.
@@ -47,8 +77,12 @@ const (
 	UninstallWhenGone Step = "uninstall, when its objects are gone"
 )
 
+// Steps lists every step.
+var Steps = []Step{Refuse, Stop, ClaimStep, Unlock, Install, RemoveFailedInstall, Upgrade, Rollback, Unchanged, Hold,
+	Uninstall, UninstallWhenGone}
+
 // State is what is known of one custom resource's release when its reconcile begins: gathered
-// once (state.go), before anything is written.
+// once, before anything is written.
 type State struct {
 	Claim Claim
 	// Deleting: the custom resource is being deleted. Wait: it asks to keep its finalizer until
@@ -58,8 +92,8 @@ type State struct {
 	Status common.Status
 	// SoleWriter: this process may be the only writer of the release (SoleWriter).
 	SoleWriter bool
-	// Failed: what an action needs could not be had (the values, or the rendering of the
-	// upgrade check).
+	// Failed: what an action needs could not be had (the record, the values, or the rendering
+	// of the upgrade check).
 	Failed bool
 	// The upgrade check. Known: the deployed revision is known to render from the inputs at
 	// hand (digests, and nothing looked up). Rendered: a dry run of the inputs ran; Same: it
@@ -67,15 +101,30 @@ type State struct {
 	Known, Rendered, Same, Held bool
 }
 
-// Decision is Decide's answer: the step, and the writes that come before it.
+// Decision is Decide's answer: the steps of one reconcile, in order. Before the reconciler's
+// first call: the claim, then the unlock; the step that answers its calls; and the step that
+// follows when that one fails.
 type Decision struct {
-	Step Step
-	// Claim: this shard writes itself into the custom resource's owner label first (conditional
-	// on the resourceVersion read, so of two claims one fails).
-	Claim bool
-	// Unlock: the revision an interrupted action left pending is marked failed first
-	// (conditional on the record's version read); the reconciler sees it failed.
-	Unlock bool
+	Claim, Unlock bool
+	Step          Step
+	// OnFailure follows Step when it fails after Helm recorded a revision; "" for none.
+	OnFailure Step
+}
+
+// All lists the decision's steps in the order they may run.
+func (d Decision) All() []Step {
+	var out []Step
+	if d.Claim {
+		out = append(out, ClaimStep)
+	}
+	if d.Unlock {
+		out = append(out, Unlock)
+	}
+	out = append(out, d.Step)
+	if d.OnFailure != "" {
+		out = append(out, d.OnFailure)
+	}
+	return out
 }
 
 // Decide is the one place that says what happens to a release. Like Flux's
@@ -107,15 +156,148 @@ func Decide(s State) Decision {
 	case s.Failed:
 		d.Step = Stop
 	case status == "" || status == common.StatusUninstalled:
-		d.Step = Install
+		d.Step, d.OnFailure = Install, RemoveFailedInstall
 	case status == common.StatusDeployed && (s.Known || s.Same):
 		d.Step = Unchanged
 	case status != common.StatusDeployed && !s.Rendered, s.Same:
-		d.Step = Upgrade // a retry of a failed or interrupted revision, whatever the chart renders
+		d.Step, d.OnFailure = Upgrade, Rollback // a retry of a failed or interrupted revision, whatever the chart renders
 	case s.Held:
 		d.Step = Hold
 	default:
-		d.Step = Upgrade
+		d.Step, d.OnFailure = Upgrade, Rollback
 	}
 	return d
+}
+
+// known is what a reconcile learnt when it began (gather): never changed after.
+type known struct {
+	state State
+	// cur is the release's last revision as read (nil: none), curErr what the read failed
+	// with; err why the reconcile stops (the read, the values, or the check's rendering failed).
+	cur         *release.Release
+	curErr, err error
+	// vals are the values, dg their digests; rendered is the check's dry run.
+	vals     map[string]any
+	dg       digests
+	rendered *release.Release
+	// outcomes are the reads to report (the record, the check).
+	outcomes []Outcome
+}
+
+// gather learns, once, what Decide needs of the release: the claim, the last revision (one read
+// of the record), whether this process may unlock it, the values, and whether the deployed
+// revision renders from them (the digests, else a dry run) and the rollout holds the change.
+// Each fact is learnt only where Decide reads it. It writes nothing but the caches it reads
+// through (the digests known, the record store's): what is not the resource's to read (another
+// shard's release), or cannot be learnt (the rendering of a pending or uninstalling release,
+// which Helm refuses), is left out.
+func (r *reconcile) gather() known {
+	k := known{state: State{Deleting: r.obj.GetDeletionTimestamp() != nil, Wait: annotation(r.obj, names.UninstallWait, false)}}
+	s := &k.state
+	if s.Claim, k.err = r.claim(); k.err != nil {
+		s.Claim = ForeignRunner // whether its shard runs is unknown: refused, naming why
+		return k
+	}
+	if s.Claim == OtherShard || s.Claim == ForeignRunner {
+		return k
+	}
+	start := time.Now()
+	k.cur, k.curErr = during(r, s.Claim, func() (*release.Release, error) { return last(r.cfg, r.obj.GetName()) })
+	if errors.Is(k.curErr, driver.ErrReleaseNotFound) {
+		k.curErr = nil
+	}
+	k.outcomes, k.err = append(k.outcomes, Outcome{Action: ActionGet, Result: k.cur, Err: k.curErr, start: start}), k.curErr
+	if k.cur != nil {
+		s.Status = k.cur.Info.Status
+		_, notSole := r.c.o.Unlock.why(k.cur.Info.LastDeployed)
+		s.SoleWriter = notSole == nil
+	}
+	if s.Deleting {
+		k.err = nil // the uninstall reads the history again, and reports
+		return k
+	}
+	if k.err == nil {
+		k.vals, k.err = r.values()
+	}
+	if k.err != nil {
+		s.Failed = true
+		return k
+	}
+	k.dg = r.c.o.Digests.of(r, k.vals)
+	if k.cur == nil || s.Status == common.StatusUninstalled || s.Status == common.StatusUninstalling || s.Status.IsPending() {
+		return k
+	}
+	s.Known = s.Status == common.StatusDeployed && r.c.o.Digests.knows(r.key, k.cur, k.dg)
+	if !s.Known {
+		r.reads.Start()
+		start := time.Now()
+		k.rendered, k.err = during(r, s.Claim, func() (*release.Release, error) { return r.dryRun(k.cur, k.vals) })
+		k.outcomes = append(k.outcomes, Outcome{Action: ActionCheck, Result: k.rendered, Err: k.err, start: start})
+		if k.err != nil {
+			s.Failed = true
+			return k
+		}
+		s.Rendered, s.Same = true, k.rendered.Manifest == k.cur.Manifest
+	}
+	if !s.Known && !s.Same && r.c.o.Waves != nil {
+		s.Held = r.c.o.Waves.Holds(r.obj, valuesDiffer(k.cur.Config, k.vals))
+	}
+	return k
+}
+
+// claim is what the resource's owner label says to this shard; Mine when not sharded.
+func (r *reconcile) claim() (Claim, error) {
+	s := r.c.o.Shard
+	if r.c.o.Claims == nil {
+		return Mine, nil
+	}
+	switch owner := shard.Owner(r.obj); {
+	case owner == s.ID():
+		return Mine, nil
+	case owner == "":
+		return Unclaimed, nil
+	case s.InFleet(owner):
+		return OtherShard, nil
+	case r.c.o.Running == nil: // no leader election: no shard is known to run
+		return GoneShard, nil
+	default:
+		live, err := r.c.o.Running(r.ctx, owner)
+		if err != nil {
+			return "", fmt.Errorf("reading whether shard %q, which claims it, runs: %w", owner, err)
+		}
+		if live {
+			return ForeignRunner, nil
+		}
+		return GoneShard, nil
+	}
+}
+
+// refusal says why Decide refused the reconcile.
+func (r *reconcile) refusal() error {
+	switch {
+	case r.known.err != nil:
+		return r.known.err
+	case r.known.state.Claim == ForeignRunner:
+		return fmt.Errorf("shard %q claims it and runs (its Lease is held), but is not in --shards %v: "+
+			"every shard must run with the same --shards", shard.Owner(r.obj), r.c.o.Shard.Fleet)
+	case r.known.state.Claim == OtherShard:
+		return fmt.Errorf("shard %q acts on it until it hands it over (label %s)", shard.Owner(r.obj), shard.OwnerLabel)
+	}
+	cur := r.known.cur
+	_, notSole := r.c.o.Unlock.why(cur.Info.LastDeployed)
+	return fmt.Errorf("release %s revision %d is %s and is left so: %w", cur.Name, cur.Version, cur.Info.Status, notSole)
+}
+
+// decided reports whether the decision has step among its steps.
+func (d Decision) decided(step Step) bool { return slices.Contains(d.All(), step) }
+
+// valuesDiffer reports whether two sets of values differ, as JSON (a release's values are
+// read back from JSON, where every number is a float).
+func valuesDiffer(deployed, next map[string]any) bool {
+	if len(deployed) == 0 && len(next) == 0 {
+		return false
+	}
+	a, errA := json.Marshal(deployed)
+	b, errB := json.Marshal(next)
+	return errA != nil || errB != nil || string(a) != string(b)
 }

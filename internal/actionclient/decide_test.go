@@ -7,9 +7,9 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 )
 
-// The decision, state by state: what is known when the reconcile begins, what happens, and what
-// carrying it out may read and write. Every step is yielded by some state; a state the table
-// does not list is a change of behaviour to add here first.
+// The decision, state by state: what is known when the reconcile begins, the steps that happen,
+// and what carrying them out may read and write. Every step is named by some row; a state the
+// table does not list is a change of behaviour to add here first.
 func TestDecide(t *testing.T) {
 	const (
 		deployed    = common.StatusDeployed
@@ -21,8 +21,13 @@ func TestDecide(t *testing.T) {
 		cleaning    = common.StatusUninstalling
 		none        = common.Status("")
 	)
-	claimed := func(s Step) Decision { return Decision{Step: s, Claim: true} }
-	unlocked := func(s Step) Decision { return Decision{Step: s, Unlock: true} }
+	// The step that answers the reconciler, with what follows it when it fails.
+	step := func(s Step) Decision {
+		return Decision{Step: s, OnFailure: map[Step]Step{Install: RemoveFailedInstall, Upgrade: Rollback}[s]}
+	}
+	claimed := func(s Step) Decision { d := step(s); d.Claim = true; return d }
+	unlocked := func(s Step) Decision { d := step(s); d.Unlock = true; return d }
+	covered := map[Step]bool{}
 	for _, tc := range []struct {
 		state State
 		want  Decision
@@ -43,26 +48,27 @@ func TestDecide(t *testing.T) {
 		// The uninstall of a failed install, interrupted: the resource still wants its release.
 		{State{Claim: Mine, Status: cleaning, SoleWriter: true}, unlocked(Upgrade), "write the uninstalling record as failed; then upgrade over it"},
 		{State{Claim: Mine, Status: cleaning}, Decision{Step: Refuse}, "nothing: another process may be uninstalling it"},
-		{State{Claim: Mine, Status: cleaning, Deleting: true}, Decision{Step: Uninstall}, "finish the uninstall"},
+		{State{Claim: Mine, Status: cleaning, Deleting: true}, step(Uninstall), "finish the uninstall"},
 
 		// What the values and the chart render.
-		{State{Claim: Mine, Status: none}, Decision{Step: Install}, "render; write the record with its digests and the objects"},
-		{State{Claim: Mine, Status: uninstalled}, Decision{Step: Install}, "render; write the record and the objects"},
-		{State{Claim: Mine, Failed: true, Status: deployed}, Decision{Step: Stop}, "nothing: the reconciler reports what failed"},
-		{State{Claim: Mine, Status: deployed, Known: true}, Decision{Step: Unchanged}, "write drifted objects"},
-		{State{Claim: Mine, Status: deployed, Rendered: true, Same: true}, Decision{Step: Unchanged}, "write drifted objects; the record's proven digests"},
-		{State{Claim: Mine, Status: deployed, Rendered: true}, Decision{Step: Upgrade}, "render; write the record with its digests and the objects"},
-		{State{Claim: Mine, Status: deployed, Rendered: true, Held: true}, Decision{Step: Hold}, "write drifted objects; tell the rollout it waits"},
-		{State{Claim: Mine, Status: failed, Rendered: true, Same: true}, Decision{Step: Upgrade}, "render; write (a retry of a failed release)"},
-		{State{Claim: Mine, Status: superseded, Rendered: true, Same: true}, Decision{Step: Upgrade}, "render; write (a retry)"},
-		{State{Claim: Mine, Status: failed, Rendered: true, Held: true}, Decision{Step: Hold}, "nothing: an upgrade the reconciler tries fails with ErrHeld"},
+		{State{Claim: Mine, Status: none}, step(Install), "render; write the record with its digests and the objects"},
+		{State{Claim: Mine, Status: uninstalled}, step(Install), "render; write the record and the objects"},
+		{State{Claim: Mine, Failed: true, Status: deployed}, step(Stop), "nothing: the reconciler reports what failed"},
+		{State{Claim: Mine, Status: deployed, Known: true}, step(Unchanged), "write drifted objects"},
+		{State{Claim: Mine, Status: deployed, Rendered: true, Same: true}, step(Unchanged), "write drifted objects; the record's proven digests"},
+		{State{Claim: Mine, Status: deployed, Rendered: true}, step(Upgrade), "render; write the record with its digests and the objects"},
+		{State{Claim: Mine, Status: deployed, Rendered: true, Held: true}, step(Hold),
+			"write drifted objects; tell the rollout it waits; answer the upgrade with the deployed record"},
+		{State{Claim: Mine, Status: failed, Rendered: true, Same: true}, step(Upgrade), "render; write (a retry of a failed release)"},
+		{State{Claim: Mine, Status: superseded, Rendered: true, Same: true}, step(Upgrade), "render; write (a retry)"},
+		{State{Claim: Mine, Status: failed, Rendered: true, Held: true}, step(Hold), "nothing: the reconciler's upgrade is answered ErrHeld"},
 
 		// The uninstall.
-		{State{Claim: Mine, Deleting: true, Status: deployed}, Decision{Step: Uninstall}, "delete the objects, the hooks and the records"},
-		{State{Claim: Mine, Deleting: true, Status: none, Wait: true}, Decision{Step: Uninstall}, "nothing to delete"},
-		{State{Claim: Mine, Deleting: true, Status: deployed, Wait: true}, Decision{Step: UninstallWhenGone},
+		{State{Claim: Mine, Deleting: true, Status: deployed}, step(Uninstall), "delete the objects, the hooks and the records"},
+		{State{Claim: Mine, Deleting: true, Status: none, Wait: true}, step(Uninstall), "nothing to delete"},
+		{State{Claim: Mine, Deleting: true, Status: deployed, Wait: true}, step(UninstallWhenGone),
 			"delete the objects and hooks; write the record as uninstalled; read the objects; delete the records once none is left"},
-		{State{Claim: Mine, Deleting: true, Status: uninstalled, Wait: true}, Decision{Step: UninstallWhenGone},
+		{State{Claim: Mine, Deleting: true, Status: uninstalled, Wait: true}, step(UninstallWhenGone),
 			"read the objects of the manifest; delete the records once none is left"},
 	} {
 		t.Run(fmt.Sprintf("%+v", tc.state), func(t *testing.T) {
@@ -70,6 +76,14 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Decide = %+v, want %+v (%s)", got, tc.want, tc.may)
 			}
 		})
+		for _, s := range tc.want.All() {
+			covered[s] = true
+		}
+	}
+	for _, s := range Steps {
+		if !covered[s] {
+			t.Errorf("step %q is in no row of the table", s)
+		}
 	}
 }
 
@@ -83,11 +97,13 @@ func TestEveryStepIsDecided(t *testing.T) {
 				s := State{Claim: claim, Status: status, SoleWriter: bits&1 != 0, Known: bits&2 != 0,
 					Rendered: bits&4 != 0, Same: bits&8 != 0, Held: bits&16 != 0, Wait: bits&32 != 0,
 					Deleting: bits&64 != 0, Failed: bits&128 != 0}
-				reached[Decide(s).Step] = true
+				for _, step := range Decide(s).All() {
+					reached[step] = true
+				}
 			}
 		}
 	}
-	for _, step := range []Step{Refuse, Stop, Install, Upgrade, Unchanged, Hold, Uninstall, UninstallWhenGone} {
+	for _, step := range Steps {
 		if !reached[step] {
 			t.Errorf("no state yields %q", step)
 		}

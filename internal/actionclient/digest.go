@@ -2,6 +2,7 @@ package actionclient
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,11 +16,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/shard"
 )
@@ -61,14 +70,23 @@ const (
 // rendering code brought from one a spec change brought (the rollout's waves hold the former).
 type Digests struct {
 	// Lookups follows what renderings read through `lookup`.
-	Lookups *Lookups
-	// Stamp is what the operator adds to every rendered object beyond the chart: the managed
+	lookups *Lookups
+	// stamp is what the operator adds to every rendered object beyond the chart: the managed
 	// label value (names.ManagedLabel), which names the shard. A rendering depends on it.
-	Stamp string
+	stamp string
+	// known caches, by custom resource, the revision of its release known to render from the
+	// inputs with a digest: seen rendered by this process, or read from the labels of a
+	// revision written for itself.
+	known *caches.Store[knownRendering]
+	// chart is what the kind's chart contributes, computed once.
+	chart     sync.Once
+	chartInfo chartInfo
+}
 
-	charts    sync.Map // *chart.Chart -> chartInfo
-	known     sync.Map // shard.Key -> knownRendering
-	following sync.Map // shard.Key -> struct{}: Lookups follows what its rendering read
+// NewDigests returns the digests of a kind's renderings, which read through lookups (nil: none
+// followed) and carry stamp; what it knows is registered in remembered.
+func NewDigests(remembered *caches.Remembered, gvk schema.GroupVersionKind, lookups *Lookups, stamp string) *Digests {
+	return &Digests{lookups: lookups, stamp: stamp, known: caches.NewStore[knownRendering](remembered, "release_digests", gvk)}
 }
 
 // knownRendering: revision Version of a custom resource's release is what the inputs with
@@ -78,8 +96,12 @@ type knownRendering struct {
 	Digest  string
 }
 
-// digests of one rendering: of all its inputs, and of the rendering code and chart alone.
-type digests struct{ all, chart string }
+// digests of one rendering: of all its inputs, and of the rendering code and chart alone; ok
+// says they could be computed.
+type digests struct {
+	all, chart string
+	ok         bool
+}
 
 // Forget drops what is remembered of a custom resource.
 func (d *Digests) Forget(key shard.Key) {
@@ -87,52 +109,42 @@ func (d *Digests) Forget(key shard.Key) {
 		return
 	}
 	d.known.Delete(key)
-	d.unfollow(key)
+	d.lookups.Forget(key)
 }
 
-// unfollow has Lookups forget what key's rendering read, if it followed anything.
-func (d *Digests) unfollow(key shard.Key) {
-	if _, ok := d.following.LoadAndDelete(key); ok {
-		d.Lookups.Forget(key)
-	}
-}
-
-// Len returns the number of custom resources remembered.
-func (d *Digests) Len() int {
-	n := 0
-	d.known.Range(func(any, any) bool { n++; return true })
-	return n
-}
-
-// of returns the digests of the rendering of r's values; false when there are none (no
-// Digests, values that cannot be encoded).
-func (d *Digests) of(r *reconcile) (digests, bool) {
+// of returns the digests of the rendering of vals for r (not ok without Digests, or for values
+// that cannot be encoded).
+func (d *Digests) of(r *reconcile, vals map[string]any) digests {
 	if d == nil {
-		return digests{}, false
+		return digests{}
 	}
-	info := d.chartInfo(r.c.o.Chart)
-	valuesJSON, err := json.Marshal(r.vals) // map keys are encoded sorted
+	d.chart.Do(func() { d.chartInfo = chartInfo{sum: digestChart(r.c.o.Chart), use: AnalyseChart(r.c.o.Chart)} })
+	valuesJSON, err := json.Marshal(vals) // map keys are encoded sorted
 	if err != nil {
-		return digests{}, false
+		return digests{}
 	}
 	h := sha256.New()
-	_, _ = io.WriteString(h, info.sum+"\x00")
-	_, _ = io.WriteString(h, d.Stamp+"\x00")
-	_, _ = io.WriteString(h, CapabilitiesDigestInput(r.cfg.Capabilities, info.use.Reads(valuesJSON))+"\x00")
+	_, _ = io.WriteString(h, d.chartInfo.sum+"\x00")
+	_, _ = io.WriteString(h, d.stamp+"\x00")
+	_, _ = io.WriteString(h, CapabilitiesDigestInput(r.cfg.Capabilities, d.chartInfo.use.Reads(valuesJSON))+"\x00")
 	_, _ = h.Write(valuesJSON)
 	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
-	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: info.sum[:32]}, true
+	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: d.chartInfo.sum[:32], ok: true}
 }
 
-// knows reports whether cur is known to render from the inputs with digests dg.
+// knows reports whether cur is known to render from the inputs with digests dg. What the
+// labels of cur prove is cached (known).
 func (d *Digests) knows(key shard.Key, cur *release.Release, dg digests) bool {
-	if v, ok := d.known.Load(key); ok && v.(knownRendering).Version == cur.Version {
-		return v.(knownRendering).Digest == dg.all
+	if d == nil || !dg.ok {
+		return false
+	}
+	if v, ok := d.known.Get(key); ok && v.Version == cur.Version {
+		return v.Digest == dg.all
 	}
 	// Not seen by this process: the labels tell when they were written for cur, not copied from an
 	// earlier revision (RevisionLabel), unless the rendering looked anything up.
 	if cur.Labels[RevisionLabel] == strconv.Itoa(cur.Version) && cur.Labels[DigestLabel] == dg.all && cur.Labels[LookupsLabel] == "0" {
-		d.known.Store(key, knownRendering{Version: cur.Version, Digest: dg.all})
+		d.known.Set(key, knownRendering{Version: cur.Version, Digest: dg.all})
 		return true
 	}
 	return false
@@ -141,26 +153,30 @@ func (d *Digests) knows(key shard.Key, cur *release.Release, dg digests) bool {
 // remember records that revision version of r's release renders from r's digests, having read
 // reads: known when it read nothing, else followed.
 func (d *Digests) remember(r *reconcile, version int, reads []helmconfig.Read) {
+	if d == nil || !r.known.dg.ok {
+		return
+	}
 	if len(reads) == 0 {
-		d.unfollow(r.key)
-		d.known.Store(r.key, knownRendering{Version: version, Digest: r.dg.all})
+		d.lookups.Forget(r.key)
+		d.known.Set(r.key, knownRendering{Version: version, Digest: r.known.dg.all})
 		return
 	}
 	d.known.Delete(r.key)
-	d.following.Store(r.key, struct{}{})
-	if err := d.Lookups.Follow(r.ctx, r.key, reads); err != nil {
+	if err := d.lookups.Follow(r.ctx, r.key, reads); err != nil {
 		r.log.Error(err, "cannot follow what the rendering looked up; a change of it wakes nothing")
 	}
 }
 
-// prove remembers that the deployed revision renders from r's digests (a dry run rendered its
-// manifest, reading reads), and returns it with the digest labels to record on it, nil when it
-// carries them.
-func (d *Digests) prove(r *reconcile, reads []helmconfig.Read) *release.Release {
-	d.remember(r, r.cur.Version, reads)
-	rel := *r.cur
-	rel.Labels = mergeLabels(r.cur.Labels, digestLabels(r.dg, len(reads), r.cur.Version))
-	if maps.Equal(rel.Labels, r.cur.Labels) {
+// proven returns cur with the digest labels of dg, for a rendering that read lookups objects:
+// what the check's dry run proved of the deployed revision, to record on it; nil when it
+// carries them already, or there are no digests.
+func proven(cur *release.Release, dg digests, lookups int) *release.Release {
+	if !dg.ok || cur.Info.Status != rcommon.StatusDeployed {
+		return nil
+	}
+	rel := *cur
+	rel.Labels = mergeLabels(cur.Labels, digestLabels(dg, lookups, cur.Version))
+	if maps.Equal(rel.Labels, cur.Labels) {
 		return nil
 	}
 	return &rel
@@ -175,19 +191,19 @@ func (d *Digests) recording(r *reconcile, revision int) map[string]string {
 	if d == nil {
 		return nil
 	}
-	if !r.digested {
+	if !r.known.dg.ok {
 		d.Forget(r.key)
 		return nil
 	}
 	r.reads.Start()
-	labels := digestLabels(r.dg, 0, revision)
+	labels := digestLabels(r.known.dg, 0, revision)
 	r.reads.OnRead(func(n int) { labels[LookupsLabel] = strconv.Itoa(n) })
 	return labels
 }
 
 // rendered remembers what an install or upgrade rendered from.
 func (d *Digests) rendered(r *reconcile, rel *release.Release, err error) {
-	if d == nil || !r.digested {
+	if d == nil || !r.known.dg.ok {
 		return
 	}
 	r.reads.OnRead(nil)
@@ -214,19 +230,10 @@ func mergeLabels(labels, add map[string]string) map[string]string {
 	return out
 }
 
-// chartInfo is what a loaded chart contributes to digests; a kind loads its chart once.
+// chartInfo is what a loaded chart contributes to digests.
 type chartInfo struct {
 	sum string // of the rendering code and every file of the chart
 	use CapabilityUse
-}
-
-func (d *Digests) chartInfo(chrt *chart.Chart) chartInfo {
-	if v, ok := d.charts.Load(chrt); ok {
-		return v.(chartInfo)
-	}
-	info := chartInfo{sum: digestChart(chrt), use: AnalyseChart(chrt)}
-	d.charts.Store(chrt, info)
-	return info
 }
 
 // digestChart hashes the rendering code and every file of a chart and of its dependencies, in
@@ -373,4 +380,152 @@ func CapabilitiesDigestInput(caps *common.Capabilities, use CapabilityUse) strin
 		}
 	}
 	return b.String()
+}
+
+// Lookups watches the metadata of the objects that renderings looked up and wakes the custom
+// resources whose rendering read an object that changed, so that they are rendered again.
+//
+// Its cache holds only the identity of objects of the looked-up kinds, in the watched
+// namespaces, and starts a kind's informer at its first lookup. An object outside those
+// namespaces wakes nothing when it changes.
+type Lookups struct {
+	cache  cache.Cache
+	mapper meta.RESTMapper
+	wake   func(shard.Key)
+
+	mu        sync.Mutex
+	followers map[string]map[shard.Key]struct{} // Read.Key() -> custom resources whose rendering read it
+	followed  map[shard.Key][]string            // custom resource -> keys it follows
+	watched   map[schema.GroupVersionKind]bool
+}
+
+// NewLookups creates a Lookups over c, a metadata cache of the watched namespaces
+// (caches.Lookups). wake is called, from an informer's goroutine, for each custom resource
+// whose rendering read an object that changed.
+func NewLookups(c cache.Cache, mapper meta.RESTMapper, wake func(shard.Key)) *Lookups {
+	return &Lookups{cache: c, mapper: mapper, wake: wake,
+		followers: map[string]map[shard.Key]struct{}{}, followed: map[shard.Key][]string{}, watched: map[schema.GroupVersionKind]bool{}}
+}
+
+// syncTimeout bounds the wait for a kind's informer to sync. An informer that cannot list its
+// kind (no permission to list or watch it) never syncs; a reconcile must not hang on it.
+const syncTimeout = 10 * time.Second
+
+// Follow makes cr follow the objects its latest rendering read (and only those): a change to
+// any of them wakes it.
+func (t *Lookups) Follow(ctx context.Context, cr shard.Key, reads []helmconfig.Read) error {
+	if t == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(reads))
+	for _, rd := range reads {
+		keys = append(keys, rd.Key())
+	}
+	t.mu.Lock()
+	t.unfollowLocked(cr)
+	if len(keys) > 0 {
+		t.followed[cr] = keys
+	}
+	for _, k := range keys {
+		if t.followers[k] == nil {
+			t.followers[k] = map[shard.Key]struct{}{}
+		}
+		t.followers[k][cr] = struct{}{}
+	}
+	t.mu.Unlock()
+	for _, rd := range reads {
+		if err := t.watch(ctx, rd.Resource); err != nil {
+			return fmt.Errorf("watching %s, which the rendering looked up: %w", rd.Resource, err)
+		}
+	}
+	return nil
+}
+
+// Forget drops what cr followed (its release is gone).
+func (t *Lookups) Forget(cr shard.Key) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.unfollowLocked(cr)
+	t.mu.Unlock()
+}
+
+// Following returns how many custom resources follow at least one object.
+func (t *Lookups) Following() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.followed)
+}
+
+func (t *Lookups) unfollowLocked(cr shard.Key) {
+	for _, k := range t.followed[cr] {
+		delete(t.followers[k], cr)
+		if len(t.followers[k]) == 0 {
+			delete(t.followers, k)
+		}
+	}
+	delete(t.followed, cr)
+}
+
+// watch starts, once per kind, the informer whose events wake followers.
+func (t *Lookups) watch(ctx context.Context, gvr schema.GroupVersionResource) error {
+	gvk, err := t.mapper.KindFor(gvr)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	done := t.watched[gvk]
+	t.watched[gvk] = true
+	t.mu.Unlock()
+	if done {
+		return nil
+	}
+	obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	inf, err := t.cache.GetInformer(ctx, obj)
+	if err == nil {
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { t.changed(gvr, o) },
+			UpdateFunc: func(_, o any) { t.changed(gvr, o) },
+			DeleteFunc: func(o any) { t.changed(gvr, o) },
+		})
+	}
+	if err != nil {
+		t.mu.Lock()
+		delete(t.watched, gvk)
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// changed wakes the followers of an object: those that read it, and those that listed its
+// namespace or the whole kind.
+func (t *Lookups) changed(gvr schema.GroupVersionResource, obj any) {
+	if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	keys := []string{
+		helmconfig.Read{Resource: gvr, Namespace: o.GetNamespace(), Name: o.GetName()}.Key(),
+		helmconfig.Read{Resource: gvr, Namespace: o.GetNamespace()}.Key(),
+	}
+	if o.GetNamespace() != "" {
+		keys = append(keys, helmconfig.Read{Resource: gvr}.Key())
+	}
+	var woken []shard.Key
+	t.mu.Lock()
+	for _, k := range keys {
+		for cr := range t.followers[k] {
+			woken = append(woken, cr)
+		}
+	}
+	t.mu.Unlock()
+	for _, cr := range woken {
+		t.wake(cr)
+	}
 }

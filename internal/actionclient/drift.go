@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
 	"helm.sh/helm/v4/pkg/kube"
@@ -23,6 +24,29 @@ import (
 
 	"github.com/example/myproxy-operator/internal/helmconfig"
 )
+
+// unchangedStep keeps the deployed revision, which renders from the inputs at hand: it records
+// on the release record the digests the check's dry run proved (so that a restarted operator
+// knows them too; a failure costs only another dry run after a restart), then corrects drift.
+type unchangedStep struct{ r *reconcile }
+
+func (s unchangedStep) run() error {
+	r, cur := s.r, s.r.known.cur
+	if r.known.rendered != nil {
+		reads := r.reads.Reads()
+		r.c.o.Digests.remember(r, cur.Version, reads)
+		if proved := proven(cur, r.known.dg, len(reads)); proved != nil {
+			if _, err := act(r, func() (any, error) { return nil, r.cfg.Releases.Update(proved) }); err != nil {
+				r.log.V(1).Info("cannot record the digests proven on the release", "error", err.Error())
+			}
+			r.stale = true
+		}
+	}
+	start := time.Now()
+	_, err := act(r, func() (any, error) { return nil, r.correctDrift(cur) })
+	r.c.report(r.obj, Outcome{Action: ActionReconcile, Result: cur, Err: err}, start)
+	return err
+}
 
 // correctDrift sets back what changed in the objects of rel since they were applied, as
 // helm-operator-plugins' drift correction does, with the method rel was applied with: a

@@ -2,6 +2,7 @@ package actionclient
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	chart "helm.sh/helm/v4/pkg/chart/v2"
@@ -9,6 +10,8 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 func TestEventsPerAction(t *testing.T) {
@@ -61,5 +64,30 @@ func TestEventsPerAction(t *testing.T) {
 				t.Errorf("event %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+func TestAnnotationFallsBackWhenAbsent(t *testing.T) {
+	u := &unstructured.Unstructured{}
+	if !annotation(u, names.RollbackForce, true) {
+		t.Error("rollback-force: want true by default")
+	}
+	u.SetAnnotations(map[string]string{names.RollbackForce: "false"})
+	if annotation(u, names.RollbackForce, true) {
+		t.Error("rollback-force: want false when set so")
+	}
+}
+
+func TestInEffectListsTheAnnotationsOfTheAction(t *testing.T) {
+	obj := &unstructured.Unstructured{}
+	obj.SetAnnotations(map[string]string{names.UpgradeForce: "true", names.InstallDescription: "first", names.RollbackForce: "false", "other": "x"})
+	if got := strings.Join(inEffect(obj, names.ForUpgrade), " "); got != names.RollbackForce+"=false "+names.UpgradeForce+"=true" {
+		t.Errorf("upgrade: %q", got)
+	}
+	if got := strings.Join(inEffect(obj, names.ForInstall), " "); got != names.InstallDescription+"=first" {
+		t.Errorf("install: %q", got)
+	}
+	if got := inEffect(obj, names.ForUninstall); len(got) != 0 {
+		t.Errorf("uninstall: %q", got)
 	}
 }

@@ -221,7 +221,7 @@ type kind struct {
 func newKind(t *testing.T, h *helm, chrt *chart.Chart, o Options) *kind {
 	t.Helper()
 	k := &kind{t: t, h: h, events: record.NewFakeRecorder(1000), metrics: prometheus.NewRegistry()}
-	m, err := NewMetrics(k.metrics)
+	m, err := NewMetrics(k.metrics, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func newKind(t *testing.T, h *helm, chrt *chart.Chart, o Options) *kind {
 }
 
 // digested is Options with digests.
-func digested() Options { return Options{Digests: &Digests{}} }
+func digested() Options { return Options{Digests: NewDigests(nil, crGVK, nil, "")} }
 
 // begin begins a reconcile of obj.
 func (k *kind) begin(obj *unstructured.Unstructured) *reconcile {

@@ -23,12 +23,10 @@ func rel(name string, status common.Status) *release.Release {
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := NewMetrics(reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := &unstructured.Unstructured{}
-	obj.SetNamespace("team")
 	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "x", nil)
 	for _, o := range []Outcome{
 		{Action: ActionInstall, Release: "a", Result: rel("a", common.StatusDeployed)},
@@ -39,6 +37,9 @@ func TestMetrics(t *testing.T) {
 		{Action: ActionInstall, Release: "c", Result: rel("c", common.StatusDeployed)},
 		{Action: ActionUninstall, Release: "c", Result: rel("c", common.StatusUninstalled)},
 	} {
+		obj := &unstructured.Unstructured{}
+		obj.SetNamespace("team")
+		obj.SetName(o.Release)
 		o.Object, o.Duration = obj, 10*time.Millisecond
 		m.Observe(o)
 	}
@@ -52,7 +53,7 @@ myproxy_operator_releases{state="failed"} 1
 		t.Error(err)
 	}
 	wantFailures := `
-# HELP myproxy_operator_helm_action_failures_total Failed Helm actions by action and reason.
+# HELP myproxy_operator_helm_action_failures_total Failed Helm reads and steps by action and reason.
 # TYPE myproxy_operator_helm_action_failures_total counter
 myproxy_operator_helm_action_failures_total{action="upgrade",reason="Invalid"} 1
 `

@@ -2,6 +2,9 @@ package actionclient
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,52 +15,62 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
-// Action names a Helm action, and the reconciler's call a decision answers.
+// Action names what the metrics and Events report: a read, or a step of a decision.
 type Action string
 
-// The actions. Client is the beginning of a reconcile (the action client is made); Check is the
-// dry-run upgrade the reconciler runs to decide whether an upgrade is needed; Reconcile
-// restores drifted objects.
+// The actions. Client is the beginning of a reconcile (the action client is made); Get the read
+// of the release record; Check the rendering of the upgrade check (a dry run); Reconcile the
+// drift correction of an unchanged release; the others are the steps of the same names.
 const (
-	ActionClient    Action = "client"
-	ActionGet       Action = "get"
-	ActionCheck     Action = "check"
-	ActionInstall   Action = "install"
-	ActionUpgrade   Action = "upgrade"
-	ActionUninstall Action = "uninstall"
-	ActionReconcile Action = "reconcile"
+	ActionClient              Action = "client"
+	ActionGet                 Action = "get"
+	ActionCheck               Action = "check"
+	ActionClaim               Action = "claim"
+	ActionUnlock              Action = "unlock"
+	ActionInstall             Action = "install"
+	ActionRemoveFailedInstall Action = "remove-failed-install"
+	ActionUpgrade             Action = "upgrade"
+	ActionRollback            Action = "rollback"
+	ActionHold                Action = "hold"
+	ActionUninstall           Action = "uninstall"
+	ActionReconcile           Action = "reconcile"
 )
 
-// Outcome is what one Helm action did.
+// Outcome is what one read or step did.
 type Outcome struct {
 	Object   client.Object // the custom resource
 	Action   Action
 	Release  string           // release name
 	Result   *release.Release // nil when the action returns none
-	Chart    *chart.Chart     // for install, upgrade and check
+	Chart    *chart.Chart     // for install, upgrade, check and hold
 	Err      error
 	Duration time.Duration
+	start    time.Time // when it began, for an outcome reported later
 }
 
-// report tells the observers (Events, metrics) the outcome of one call of the reconcile.
-func (r *reconcile) report(o Outcome, start time.Time) {
-	o.Object, o.Duration = r.obj, time.Since(start)
+// report tells the observers (Events, metrics) the outcome of one read or step of a reconcile
+// of obj, begun at start.
+func (c *Client) report(obj client.Object, o Outcome, start time.Time) {
+	o.Object, o.Duration = obj, time.Since(start)
 	if o.Release == "" {
-		o.Release = r.obj.GetName() // the custom resource's, unless the call names another
+		o.Release = obj.GetName() // the custom resource's, unless the call names another
 	}
-	if o.Action == ActionInstall || o.Action == ActionUpgrade || o.Action == ActionCheck {
-		o.Chart = r.c.o.Chart
+	switch o.Action {
+	case ActionInstall, ActionUpgrade, ActionCheck, ActionHold:
+		o.Chart = c.o.Chart
 	}
-	recordEvent(r.c.o.Recorder, o)
-	if r.c.o.Metrics != nil {
-		r.c.o.Metrics.Observe(o)
+	recordEvent(c.o.Recorder, o)
+	if c.o.Metrics != nil {
+		c.o.Metrics.Observe(o)
 	}
 }
 
@@ -85,16 +98,29 @@ func recordEvent(recorder record.EventRecorder, o Outcome) {
 		case ActionGet:
 			warn(names.ReasonReleaseLookupFailed, "cannot read Helm release %s: %v", o.Release, o.Err)
 		case ActionInstall:
-			warn(names.ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForInstall), o.Err)
+			warn(names.ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, names.ForInstall), o.Err)
 		case ActionUpgrade:
-			warn(names.ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, annotations.ForUpgrade), o.Err)
+			warn(names.ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, names.ForUpgrade), o.Err)
 		case ActionCheck:
 			warn(names.ReasonReleaseCheckFailed, "cannot render chart %s for the current spec: %v", chartRef(o.Chart), o.Err)
 		case ActionUninstall:
-			warn(names.ReasonUninstallFailed, "uninstall of release %s failed%s: %v", o.Release, with(o, annotations.ForUninstall), o.Err)
-		case ActionReconcile:
+			warn(names.ReasonUninstallFailed, "uninstall of release %s failed%s: %v", o.Release, with(o, names.ForUninstall), o.Err)
+		case ActionReconcile, ActionHold:
+			if errors.Is(o.Err, ErrHeld) {
+				normal(names.ReasonUpgradeHeld, "upgrade to chart %s waits for its wave of the rollout; release %s stays at revision %d (%s)",
+					chartRef(o.Chart), o.Release, o.Result.Version, o.Result.Info.Status)
+				return
+			}
 			warn(names.ReasonDriftCorrectionFailed, "cannot restore the objects of release %s revision %d: %v",
 				o.Release, o.Result.Version, o.Err)
+		case ActionClaim:
+			warn(names.ReasonClaimFailed, "%v", o.Err)
+		case ActionUnlock:
+			warn(names.ReasonReleaseUnlocked, "%v", o.Err)
+		case ActionRemoveFailedInstall:
+			warn(names.ReasonUninstallFailed, "the install of release %s failed, and its removal too: %v", o.Release, o.Err)
+		case ActionRollback:
+			warn(names.ReasonRollbackFailed, "the upgrade of release %s failed, and its rollback too: %v", o.Release, o.Err)
 		}
 		return
 	}
@@ -102,18 +128,36 @@ func recordEvent(recorder record.EventRecorder, o Outcome) {
 	switch o.Action {
 	case ActionInstall:
 		normal(names.ReasonInstalled, "installed release %s revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
-			chartRef(o.Chart), with(o, annotations.ForInstall))
+			chartRef(o.Chart), with(o, names.ForInstall))
 	case ActionUpgrade:
 		normal(names.ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
-			chartRef(o.Chart), with(o, annotations.ForUpgrade))
+			chartRef(o.Chart), with(o, names.ForUpgrade))
 	case ActionUninstall:
-		normal(names.ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, annotations.ForUninstall))
+		normal(names.ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, names.ForUninstall))
+	case ActionRemoveFailedInstall:
+		warn(names.ReasonFailedInstallRemoved, "the install of release %s failed: uninstalled, to be installed afresh", o.Release)
+	case ActionRollback:
+		warn(names.ReasonRolledBack, "the upgrade of release %s failed: rolled back to revision %d (now revision %d)%s",
+			o.Release, rolledBackTo(o.Result), o.Result.Version, with(o, names.ForUpgrade))
+	case ActionHold:
+		normal(names.ReasonUpgradeHeld, "upgrade to chart %s waits for its wave of the rollout; release %s stays at revision %d",
+			chartRef(o.Chart), o.Release, o.Result.Version)
 	}
 }
 
+// rolledBackTo is the revision a rollback revision restored, as Helm describes it ("Rollback
+// to N"); 0 when it does not say.
+func rolledBackTo(rel *release.Release) int {
+	n := 0
+	if rel != nil && rel.Info != nil {
+		_, _ = fmt.Sscanf(rel.Info.Description, "Rollback to %d", &n)
+	}
+	return n
+}
+
 // with names the annotations that changed how the action ran.
-func with(o Outcome, action annotations.Action) string {
-	set := annotations.InEffect(o.Object, action)
+func with(o Outcome, action names.AnnotationSet) string {
+	set := inEffect(o.Object, action)
 	if len(set) == 0 {
 		return ""
 	}
@@ -124,36 +168,41 @@ func with(o Outcome, action annotations.Action) string {
 func chartRef(chrt *chart.Chart) string { return chrt.Metadata.Name + "-" + chrt.Metadata.Version }
 
 // Metrics publishes, beside controller-runtime's own metrics:
-//   - myproxy_operator_helm_action_duration_seconds{action,result}: how long Helm actions take;
-//   - myproxy_operator_helm_action_failures_total{action,reason}: failed actions by reason;
+//   - myproxy_operator_helm_action_duration_seconds{action,result}: how long reads and steps take;
+//   - myproxy_operator_helm_action_failures_total{action,reason}: failed ones by reason;
 //   - myproxy_operator_releases{state}: releases known to the operator by Helm status
 //     (deployed, failed, pending-install, ...).
 type Metrics struct {
 	duration *prometheus.HistogramVec
 	failures *prometheus.CounterVec
 	releases *prometheus.GaugeVec
-
-	mu     sync.Mutex
-	states map[string]string // namespace/name -> Helm status
+	// states caches the Helm status of each release, by custom resource, as the operator last
+	// read or wrote it: what releases counts.
+	states *caches.Store[string]
+	mu     sync.Mutex // orders the changes of states and releases
 }
 
-// NewMetrics creates the metrics and registers them.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics creates the metrics and registers them with reg, their per-resource cache with
+// remembered.
+func NewMetrics(reg prometheus.Registerer, remembered *caches.Remembered) (*Metrics, error) {
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "myproxy_operator_helm_action_duration_seconds",
-			Help:    "Duration of Helm actions (get, install, upgrade, check, uninstall, reconcile) by result.",
+			Help:    "Duration of Helm reads and steps (get, check, install, upgrade, rollback, uninstall, reconcile...) by result.",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"action", "result"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "myproxy_operator_helm_action_failures_total",
-			Help: "Failed Helm actions by action and reason.",
+			Help: "Failed Helm reads and steps by action and reason.",
 		}, []string{"action", "reason"}),
 		releases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "myproxy_operator_releases",
 			Help: "Helm releases the operator manages, by Helm status.",
 		}, []string{"state"}),
-		states: map[string]string{},
+		states: caches.NewStore[string](nil, "", schema.GroupVersionKind{}),
+	}
+	if remembered != nil { // forgetting a release counts it out of releases too
+		remembered.Register("release_states", schema.GroupVersionKind{}, m.Forget, m.states.Len)
 	}
 	for _, c := range []prometheus.Collector{m.duration, m.failures, m.releases} {
 		if err := reg.Register(c); err != nil {
@@ -163,7 +212,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// Observe records the outcome of one Helm action.
+// Observe records the outcome of one read or step.
 func (m *Metrics) Observe(o Outcome) {
 	notFound := errors.Is(o.Err, driver.ErrReleaseNotFound)
 	result := "success"
@@ -172,48 +221,31 @@ func (m *Metrics) Observe(o Outcome) {
 		m.failures.WithLabelValues(string(o.Action), FailureReason(o.Err)).Inc()
 	}
 	m.duration.WithLabelValues(string(o.Action), result).Observe(o.Duration.Seconds())
-
-	key := o.Object.GetNamespace() + "/" + o.Release
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	key := shard.Key{GVK: o.Object.GetObjectKind().GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(o.Object)}
 	switch {
+	case o.Release != o.Object.GetName():
 	case notFound || (o.Action == ActionUninstall && o.Err == nil):
-		delete(m.states, key)
-	case o.Action == ActionCheck || o.Action == ActionClient:
+		m.Forget(key)
+	case o.Action == ActionCheck || o.Action == ActionClient || o.Action == ActionHold:
 		// A dry run's release is a simulation; a client failure says nothing of the release.
-		return
 	case o.Result != nil && o.Result.Info != nil:
-		m.states[key] = o.Result.Info.Status.String()
-	default:
-		return
-	}
-	m.recountLocked()
-}
-
-func (m *Metrics) recountLocked() {
-	counts := map[string]float64{}
-	for _, s := range m.states {
-		counts[s]++
-	}
-	m.releases.Reset()
-	for s, n := range counts {
-		m.releases.WithLabelValues(s).Set(n)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if old, ok := m.states.Get(key); ok {
+			m.releases.WithLabelValues(old).Dec()
+		}
+		m.states.Set(key, o.Result.Info.Status.String())
+		m.releases.WithLabelValues(o.Result.Info.Status.String()).Inc()
 	}
 }
 
-// Forget drops a release whose resource went without an uninstall this process saw.
-func (m *Metrics) Forget(namespace, release string) {
+// Forget drops the release of a custom resource gone.
+func (m *Metrics) Forget(key shard.Key) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.states, namespace+"/"+release)
-	m.recountLocked()
-}
-
-// Len returns the number of releases whose state is kept.
-func (m *Metrics) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.states)
+	if old, ok := m.states.Take(key); ok {
+		m.releases.WithLabelValues(old).Dec()
+	}
 }
 
 // FailureReason classifies an error of a Helm action for the failures metric: the apiserver's
@@ -241,4 +273,26 @@ func FailureReason(err error) string {
 		return "Unreachable"
 	}
 	return "Unknown"
+}
+
+// inEffect lists "name=value" for each annotation on obj that changes how action runs, for
+// Events to say which options an action ran with.
+func inEffect(obj client.Object, action names.AnnotationSet) []string {
+	a := obj.GetAnnotations()
+	var out []string
+	for _, name := range action {
+		if v, ok := a[name]; ok {
+			out = append(out, name+"="+v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// annotation returns a boolean annotation, or fallback when it is absent or not a boolean.
+func annotation(obj client.Object, name string, fallback bool) bool {
+	if v, err := strconv.ParseBool(obj.GetAnnotations()[name]); err == nil {
+		return v
+	}
+	return fallback
 }

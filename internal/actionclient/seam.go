@@ -26,6 +26,8 @@ import (
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 var (
@@ -58,15 +60,19 @@ func (c *Client) ActionClientFor(ctx context.Context, obj client.Object) (helmcl
 	return r, nil
 }
 
-// Translator is the reconciler's value translator: the values the reconcile's client built
-// for the same object when the reconcile began.
+// Translator is the reconciler's value translator: the values of the custom resource, which
+// its reconcile's client built when it began, for the same resource at the same
+// resourceVersion (a pure function of it: the same values, built once); built again otherwise.
+// The reconciler calls it with the object it handed the getter, later in the same reconcile,
+// and uses what it returns only to report a failure and to call the pre-hooks (none are
+// registered): the actions use the values the reconcile began with.
 func (c *Client) Translator() values.Translator {
-	return values.TranslatorFunc(func(_ context.Context, obj *unstructured.Unstructured) (v3chartutil.Values, error) {
-		t, ok := c.translated.LoadAndDelete(obj)
-		if !ok {
-			return nil, fmt.Errorf("no reconcile of %s/%s began: its values were not built", obj.GetNamespace(), obj.GetName())
+	return values.TranslatorFunc(func(ctx context.Context, obj *unstructured.Unstructured) (v3chartutil.Values, error) {
+		key := shard.Key{GVK: obj.GroupVersionKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
+		if b, ok := c.values.Take(key); ok && b.version == obj.GetResourceVersion() {
+			return b.vals, b.err
 		}
-		return t.(translation).vals, t.(translation).err
+		return c.translate(ctx, obj)
 	})
 }
 

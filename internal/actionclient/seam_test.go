@@ -109,7 +109,8 @@ func TestTheReconcilersOptionsAreTheActionsOptions(t *testing.T) {
 }
 
 // The values the reconciler coalesces and hands over are those the reconcile's client built
-// when it began, for the same object: the translator runs once per reconcile.
+// when it began, for the same resource at the same version: the translator runs once per
+// reconcile; no pointer is compared, and a call out of order builds the values again.
 func TestTheReconcilerTranslatesWithTheValuesTheClientBuilt(t *testing.T) {
 	translated := 0
 	k := newKind(t, newHelm(t), testChart(configMap), Options{Overrides: map[string]string{"image": "nginx"},
@@ -129,7 +130,18 @@ func TestTheReconcilerTranslatesWithTheValuesTheClientBuilt(t *testing.T) {
 	if _, ok := obj.Object["spec"].(map[string]any)["image"]; ok {
 		t.Error("the override was written into the custom resource itself")
 	}
-	if _, err := k.c.Translator().Translate(context.Background(), obj); err == nil {
-		t.Error("values handed over twice")
+	// Asked again (the reconciler's order changed), it builds them again, the same.
+	if again, err := k.c.Translator().Translate(context.Background(), obj); err != nil || again["image"] != "nginx" || translated != 2 {
+		t.Errorf("asked twice: values %v (%v), translated %d times; want them built again", again, err, translated)
+	}
+	// Of another version of the resource, it builds the values of that version.
+	if _, err := k.c.ActionClientFor(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	changed := obj.DeepCopy()
+	changed.SetResourceVersion("2")
+	changed.Object["spec"] = map[string]any{"replicas": int64(3)}
+	if vals, err := k.c.Translator().Translate(context.Background(), changed); err != nil || vals["replicas"] != int64(3) {
+		t.Errorf("another version: values %v (%v)", vals, err)
 	}
 }

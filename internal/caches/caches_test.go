@@ -21,7 +21,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
-	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
 // entry is one row of docs/architecture.md's table of caches, in words a reader checks against
@@ -100,7 +99,7 @@ var myProxy = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1
 // Every kind the manager's cache selects by an option of its own has an event filter declared
 // for it; one without is refused, rather than falling under the release objects' filter.
 func TestEveryKindSelectedApartHasItsOwnFilter(t *testing.T) {
-	opts, newCache := Manager([]watchesfile.Watch{{Watch: watches.Watch{GroupVersionKind: myProxy}}}, nil, shard.Shard{}, true)
+	opts, newCache := Manager([]watches.Watch{{GroupVersionKind: myProxy}}, nil, shard.Shard{}, true)
 	opts.Scheme = scheme.Scheme
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(myProxy, meta.RESTScopeNamespace)

@@ -1,6 +1,7 @@
 package caches
 
 import (
+	"github.com/operator-framework/helm-operator-plugins/pkg/watches"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
-	"github.com/example/myproxy-operator/internal/watchesfile"
 )
 
 // Manager returns the manager's cache options and the constructor of its cache, for the
@@ -21,7 +21,7 @@ import (
 // status only); release objects follow the plugins' dependent predicate (an update of status
 // and resourceVersion only is ignored), and with ignoreBookkeeping updates of bookkeeping only
 // too (ReleaseObjectUpdates).
-func Manager(ws []watchesfile.Watch, namespaces map[string]cache.Config, s shard.Shard, ignoreBookkeeping bool) (cache.Options, cache.NewCacheFunc) {
+func Manager(ws []watches.Watch, namespaces map[string]cache.Config, s shard.Shard, ignoreBookkeeping bool) (cache.Options, cache.NewCacheFunc) {
 	// Secrets are release objects like any other kind: a chart's Secret carries the managed
 	// label, and hand edits of it are set back. Release records and every other Secret carry
 	// none; records are watched through a cache of their metadata (ReleaseRecords), as are the

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
-	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/helmconfig"
@@ -70,7 +68,11 @@ func SettingsFor(w watches.Watch, o options.Options) Settings {
 // helmMetrics are registered once per process: the operator builds a new manager when it
 // campaigns for leadership again, and a registry refuses a second registration.
 var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
-	return actionclient.NewMetrics(crmetrics.Registry)
+	remembered, err := caches.ProcessRemembered()
+	if err != nil {
+		return nil, err
+	}
+	return actionclient.NewMetrics(crmetrics.Registry, remembered)
 })
 
 // rolloutMetrics are registered once per process, as helmMetrics.
@@ -95,19 +97,34 @@ type shared struct {
 	shardClaims *shard.Claims
 	running     shard.Liveness
 	// releaseRecords are what the operator keeps of release records (its own writes, the
-	// releases known to have records); remembered lists every per-resource store, to forget a
-	// resource gone.
+	// releases known to have records); remembered registers every per-resource store, to forget
+	// a resource gone.
 	releaseRecords *helmconfig.Records
-	remembered     *Remembered
+	remembered     *caches.Remembered
 	queues         *Queues
 	// followed are the kinds of release objects the manager's cache holds.
 	followed *followed
 }
 
+// Kinds are the controllers Setup set up: each watch's Helm reconciler, and the rollout gates
+// (with waves).
+type Kinds struct {
+	Reconcilers map[schema.GroupVersionKind]reconcile.Reconciler
+	Gates       []*rollout.Gate
+}
+
 // Setup creates and registers the controllers of every watch, with the operator's options (the
-// flags, as parsed) and what the process shares with them, and returns each watch's Helm
-// reconciler. namespaces are the watched namespaces (nil: all).
-func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config) (map[schema.GroupVersionKind]reconcile.Reconciler, error) {
+// flags, as parsed) and what the process shares with them, and returns them. namespaces are the
+// watched namespaces (nil: all).
+func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config) (Kinds, error) {
+	var kinds Kinds
+	ks, err := setupKinds(mgr, ws, o, p, namespaces, &kinds)
+	kinds.Reconcilers = ks
+	return kinds, err
+}
+
+func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config,
+	kinds *Kinds) (map[schema.GroupVersionKind]reconcile.Reconciler, error) {
 	metrics, err := helmMetrics()
 	if err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
@@ -149,18 +166,16 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 			return nil, err
 		}
 	}
-	if sh.remembered, err = defaultRemembered(); err != nil {
+	if sh.remembered, err = caches.ProcessRemembered(); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	sh.remembered.Add([]RememberedStore{
-		{Map: "lookup_followers", Forget: sh.lookups.Forget, Len: sh.lookups.Following},
-		{Map: "release_states", Forget: func(k shard.Key) { metrics.Forget(k.Namespace, k.Name) }, Len: metrics.Len},
-		{Map: "known_releases", Forget: func(k shard.Key) { sh.releaseRecords.Forget(k.NamespacedName) }, Len: sh.releaseRecords.Known},
-		// Entries that go with the write or the handover that made them.
-		{Map: "own_writes", Len: sh.releaseRecords.InFlight},
-	}...)
+	sh.remembered.Register("lookup_followers", schema.GroupVersionKind{}, sh.lookups.Forget, sh.lookups.Following)
+	sh.remembered.Register("known_releases", schema.GroupVersionKind{},
+		func(k shard.Key) { sh.releaseRecords.Forget(k.NamespacedName) }, sh.releaseRecords.Known)
+	// Entries that go with the write or the handover that made them: counted only.
+	sh.remembered.Register("own_writes", schema.GroupVersionKind{}, nil, sh.releaseRecords.InFlight)
 	if sh.shardClaims != nil {
-		sh.remembered.Add(RememberedStore{Map: "shard_claims", Len: sh.shardClaims.Len})
+		sh.remembered.Register("shard_claims", schema.GroupVersionKind{}, nil, sh.shardClaims.Len)
 	}
 	accounts := map[string]*tenancy.Accounts{}
 	for _, w := range ws {
@@ -177,16 +192,19 @@ func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Proces
 		}
 		accounts[name] = tenancy.NewAccounts(name, c)
 	}
-	var kinds []capabilityReader
+	var readers []capabilityReader
 	reconcilers := map[schema.GroupVersionKind]reconcile.Reconciler{}
 	for _, w := range ws {
-		k, r, err := setupOne(mgr, w, o, sh, accounts[ServiceAccountFor(w, o)])
+		k, r, gate, err := setupOne(mgr, w, o, sh, accounts[ServiceAccountFor(w, o)])
 		if err != nil {
 			return nil, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
-		kinds, reconcilers[w.GroupVersionKind] = append(kinds, k), r
+		readers, reconcilers[w.GroupVersionKind] = append(readers, k), r
+		if gate != nil {
+			kinds.Gates = append(kinds.Gates, gate)
+		}
 	}
-	return reconcilers, mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: kinds})
+	return reconcilers, mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: readers})
 }
 
 // ServiceAccountFor is the ServiceAccount the releases of w run as: its own, else the
@@ -197,27 +215,27 @@ func ServiceAccountFor(w watchesfile.Watch, o options.Options) string {
 
 // setupOne sets up the reconcilers of one watch; accounts, when not nil, are the
 // ServiceAccounts its Helm actions run as.
-func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenancy.Accounts) (capabilityReader, *reconciler.Reconciler, error) {
+func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenancy.Accounts) (capabilityReader, *reconciler.Reconciler, *rollout.Gate, error) {
 	s := SettingsFor(w.Watch, o)
 	name := fmt.Sprintf("%s-controller", w.Kind)
 	// helm-operator-plugins' reconciler records through the core/v1 Events API.
 	recorder := mgr.GetEventRecorderFor(name) //nolint:staticcheck // its options take a record.EventRecorder
 	account := ServiceAccountFor(w, o)        // the identity of accounts, when not nil
-	configs, err := HelmConfigs(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, sh.releaseRecords, accounts, recorder)
+	configs, err := HelmConfigs(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, sh.releaseRecords, accounts)
 	if err == nil {
 		configs.Cached = sh.followed.read
 	}
 	if err != nil {
-		return capabilityReader{}, nil, err
+		return capabilityReader{}, nil, nil, err
 	}
 	secrets, err := CheckSecrets(mgr.GetConfig(), mgr.GetAPIReader(), account)
 	if err != nil {
-		return capabilityReader{}, nil, err
+		return capabilityReader{}, nil, nil, err
 	}
 	use := actionclient.AnalyseChart(w.Chart)
 	declaration, err := chartapi.LoadCompiled(w.ChartPath)
 	if err != nil {
-		return capabilityReader{}, nil, err
+		return capabilityReader{}, nil, nil, err
 	}
 	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
 	gvk := w.GroupVersionKind
@@ -226,20 +244,20 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
 	var digests *actionclient.Digests // nil: every upgrade check is a dry run
 	if o.FastPaths.On(options.FastDigests) {
-		digests = &actionclient.Digests{Lookups: sh.lookups, Stamp: o.Shard.ManagedValue()}
+		digests = actionclient.NewDigests(sh.remembered, gvk, sh.lookups, o.Shard.ManagedValue())
 	}
 	selector := ptr.Deref(w.Selector, metav1.LabelSelector{}) // empty: every resource of the kind
 	var gate *rollout.Gate
 	var waves actionclient.WaveGate // nil without waves
 	if sh.waves != nil {
 		if gate, err = newGate(mgr, w, o, sh, selector, statusReconciler, recorder); err != nil {
-			return capabilityReader{}, nil, err
+			return capabilityReader{}, nil, nil, err
 		}
 		statusReconciler.Held, waves = gate.Held, gate
 	}
-	actions := actionclient.New(actionclient.Options{
+	actions := actionclient.New(actionclient.Options{GVK: gvk, Remembered: sh.remembered,
 		Chart: w.Chart, Overrides: w.OverrideValues, Configs: configs, MaxHistory: o.MaxReleaseHistory, DryRunOption: w.DryRunOption,
-		Translate: annotations.CheckedTranslator(
+		Translate: CheckedTranslator(
 			chartapi.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}.Translate, recorder, o.MinReconcilePeriod),
 		Recorder: recorder, Metrics: sh.metrics, Unlock: sh.unlock,
 		Shard: o.Shard, Claims: sh.shardClaims, Writer: mgr.GetClient(), Running: sh.running,
@@ -258,7 +276,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		// them in Events.
 		reconciler.WithOverrideValues(w.OverrideValues),
 		reconciler.WithMaxConcurrentReconciles(s.MaxConcurrentReconciles),
-		// Periodic reconciles are scheduled by annotations.PeriodHook, so that a custom
+		// Periodic reconciles are scheduled by PeriodHook, so that a custom
 		// resource's reconcile-period annotation replaces the watch's period instead of adding to it.
 		reconciler.WithReconcilePeriod(0),
 		reconciler.WithMaxReleaseHistory(o.MaxReleaseHistory),
@@ -269,12 +287,12 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithActionClientGetter(actions),
 		reconciler.WithValueTranslator(actions.Translator()),
 		reconciler.WithLog(log),
-		reconciler.WithInstallAnnotations(annotations.Install...),
-		reconciler.WithUpgradeAnnotations(annotations.Upgrade...),
-		reconciler.WithUninstallAnnotations(annotations.Uninstall...),
-		reconciler.WithPauseReconcileHandler(annotations.PauseHandler(recorder)),
+		reconciler.WithInstallAnnotations(InstallAnnotations...),
+		reconciler.WithUpgradeAnnotations(UpgradeAnnotations...),
+		reconciler.WithUninstallAnnotations(UninstallAnnotations...),
+		reconciler.WithPauseReconcileHandler(PauseHandler(recorder)),
 		reconciler.WithPostHook(actionclient.PostHook(applied.Applied)),
-		reconciler.WithPostHook(actionclient.PostHook(annotations.PeriodHook(sh.queues.For(w.GroupVersionKind).AddAfter, s.ReconcilePeriod, o.MinReconcilePeriod))),
+		reconciler.WithPostHook(actionclient.PostHook(PeriodHook(sh.queues.For(w.GroupVersionKind).AddAfter, s.ReconcilePeriod, o.MinReconcilePeriod))),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.releaseRecords)),
@@ -292,43 +310,39 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {
-		return capabilityReader{}, nil, err
+		return capabilityReader{}, nil, nil, err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
-		return capabilityReader{}, nil, err
+		return capabilityReader{}, nil, nil, err
 	}
 	if err := statusReconciler.SetupWithManager(mgr, selector); err != nil {
-		return capabilityReader{}, nil, err
+		return capabilityReader{}, nil, nil, err
 	}
 	if o.Shard.Sharded() {
 		h := &shard.Handover{ClaimCache: sh.claims, Live: mgr.GetAPIReader(), Writer: mgr.GetClient(), GVK: gvk,
 			Shard: o.Shard, Claims: sh.shardClaims, Recorder: recorder}
 		if err := h.SetupWithManager(mgr); err != nil {
-			return capabilityReader{}, nil, err
+			return capabilityReader{}, nil, nil, err
 		}
 	}
-	sh.remembered.Add([]RememberedStore{
-		{Map: "status_generations", GVK: gvk, Forget: func(k shard.Key) { applied.Forget(k.NamespacedName) }, Len: applied.Len},
-		// The parsed manifests, kept and forgotten with the generations.
-		{Map: "status_manifests", GVK: gvk, Len: applied.Len},
-	}...)
-	if digests != nil {
-		sh.remembered.Add(RememberedStore{Map: "release_digests", GVK: gvk, Forget: digests.Forget, Len: digests.Len})
-	}
+	sh.remembered.Register("status_generations", gvk, func(k shard.Key) { applied.Forget(k.NamespacedName) }, applied.Len)
+	// The parsed manifests, kept and forgotten with the generations.
+	sh.remembered.Register("status_manifests", gvk, nil, applied.Len)
 	if gate != nil {
-		sh.remembered.Add(RememberedStore{Map: "rollout_holds", GVK: gvk, Forget: func(k shard.Key) { gate.Forget(k.NamespacedName) }, Len: gate.Len})
+		sh.remembered.Register("rollout_holds", gvk, func(k shard.Key) { gate.Forget(k.NamespacedName) }, gate.Len)
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
-	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, r, nil
+	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, r, gate, nil
 }
 
 // HelmConfigs returns the Helm configurations of w's custom resources: actions run as the
 // watch's ServiceAccount (the operator's identity without one; accounts, when not nil, says
 // which namespaces hold it), keep their records in records, and reach only what w's reach allows.
 func HelmConfigs(cfg *rest.Config, mapper meta.RESTMapper, w watchesfile.Watch, o options.Options, records *helmconfig.Records,
-	accounts *tenancy.Accounts, recorder record.EventRecorder) (*helmconfig.Configs, error) {
+	accounts *tenancy.Accounts) (*helmconfig.Configs, error) {
 	return helmconfig.New(cfg, mapper, helmconfig.Settings{Managed: o.Shard.ManagedValue(), Reach: w.Reach, Records: records,
-		Pooled: o.FastPaths.On(options.FastRecordEncoding), CachedChecks: o.FastPaths.On(options.FastCachedChecks), Account: ServiceAccountFor(w, o), Accounts: accounts, Recorder: recorder})
+		Pooled: o.FastPaths.On(options.FastRecordEncoding), CachedChecks: o.FastPaths.On(options.FastCachedChecks),
+		Account: ServiceAccountFor(w, o), Accounts: accounts})
 }
 
 // CheckSecrets is the reader of the Secrets that the chart's checks (kind.yaml) read for

@@ -39,7 +39,6 @@ import (
 	"helm.sh/helm/v4/pkg/postrenderer"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,7 +49,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/tenancy"
@@ -93,11 +91,9 @@ type Settings struct {
 	Records *Records
 	Pooled  bool
 	// Account, when not "", is the ServiceAccount of the custom resource's namespace Helm acts
-	// as; Accounts (nil: not checked) knows which namespaces hold it, Recorder reports a release
-	// let go without it.
+	// as; Accounts (nil: not checked) knows which namespaces hold it.
 	Account  string
 	Accounts *tenancy.Accounts
-	Recorder record.EventRecorder
 	// Cached reads a release object of this shard from the cache of release objects: nil when
 	// the cache holds no such object, and followed false when it does not follow the kind at all
 	// (Cached nil: none followed).
@@ -154,12 +150,8 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.Records,
 		absences: !deleting, pooled: c.Pooled, seen: map[string]metav1.Preconditions{}, checkNew: wrapped.confineHooks}
 	if gone != nil {
-		// Nothing may act for the tenant any more: the uninstall finds no release, the reconciler
-		// lets the custom resource go, and the garbage collector removes the release's objects and
-		// records through their owner references.
-		d = driver.NewMemory()
-		c.Recorder.Eventf(obj, corev1.EventTypeWarning, tenancy.ReasonUninstallSkipped,
-			"%v; the custom resource is deleted without an uninstall, and the garbage collector removes its release through owner references", gone)
+		// Nothing may act for the tenant any more: the uninstall finds no release (Unaccounted).
+		d, wrapped.unaccounted = driver.NewMemory(), gone
 	}
 	reads := &Recorder{guard: lookupGuard(c.Reach, ns, c.mapper)}
 	cfg := &action.Configuration{
@@ -173,6 +165,16 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	cfg.SetLogger(handler)
 	cfg.Releases.SetLogger(handler)
 	return cfg, reads, nil
+}
+
+// Unaccounted is why the actions of cfg act for nobody: the ServiceAccount the custom
+// resource's releases run as is gone from its namespace while it is deleted, so its uninstall
+// finds no release; nil otherwise.
+func Unaccounted(cfg *action.Configuration) error {
+	if c, ok := cfg.KubeClient.(*kubeClient); ok && c.unaccounted != nil {
+		return c.unaccounted
+	}
+	return nil
 }
 
 // OwnerReferences is the post-renderer of obj's renderings on cfg (see ownerReferences).

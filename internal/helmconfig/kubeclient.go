@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/operator-framework/helm-operator-plugins/pkg/manifestutil"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdkhandler "github.com/operator-framework/operator-lib/handler"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
@@ -47,6 +47,8 @@ type kubeClient struct {
 	// through this client are answered now (answer).
 	action  Action
 	answers atomic.Int32
+	// unaccounted: the ServiceAccount it acts as is gone (Unaccounted).
+	unaccounted error
 }
 
 // Action is what an action tells the kube client of itself before it runs.

@@ -68,6 +68,16 @@ const (
 	ReasonUninstallWaiting      = "UninstallWaiting"
 	// ReasonReleaseUnlocked: a release freed from a pending state an interrupted action left.
 	ReasonReleaseUnlocked = "ReleaseUnlocked"
+	// ReasonRolledBack: a failed upgrade rolled back to the revision that last deployed;
+	// ReasonRollbackFailed: that rollback failed too.
+	ReasonRolledBack     = "RolledBack"
+	ReasonRollbackFailed = "RollbackFailed"
+	// ReasonFailedInstallRemoved: a failed install uninstalled, to be installed afresh.
+	ReasonFailedInstallRemoved = "FailedInstallRemoved"
+	// ReasonUpgradeHeld: an upgrade to a new chart waits for its wave of the rollout.
+	ReasonUpgradeHeld = "UpgradeHeld"
+	// ReasonClaimFailed: this shard could not write its claim on a resource.
+	ReasonClaimFailed = "ClaimFailed"
 	// ReasonShardHandedOver: a shard stopped acting on a resource relabelled for another shard.
 	ReasonShardHandedOver = "ShardHandedOver"
 	// ReasonRolloutHalted: a rollout of a new chart stopped past its failure budget (the
@@ -125,4 +135,40 @@ const (
 const (
 	UninstallFinalizer  = "helm.sdk.operatorframework.io/uninstall-release"
 	ReconcilerFinalizer = "uninstall-helm-release"
+)
+
+// The custom resource annotations users of the stock operator-sdk helm-operator and of
+// helm-operator-plugins know, on every watched kind: the names are theirs, and so are the
+// meanings (docs/configuration.md lists them). The plugins' reconciler applies the install,
+// upgrade and uninstall options itself once it is given their sets (package controller); the
+// pause annotation goes through its pause handler. What the plugins lack (rollback-force,
+// uninstall-wait, reconcile-period) is applied by the action client and a post-reconcile hook.
+
+// Domain is operator-sdk's annotation domain.
+const Domain = "helm.sdk.operatorframework.io"
+
+// The annotations, as operator-sdk and helm-operator-plugins name them. PauseReconcile is this
+// operator's choice of name for the plugins' pause handler (operator-sdk has none).
+const (
+	UpgradeForce          = Domain + "/upgrade-force"
+	RollbackForce         = Domain + "/rollback-force"
+	UninstallWait         = Domain + "/uninstall-wait"
+	ReconcilePeriod       = Domain + "/reconcile-period"
+	InstallDisableHooks   = Domain + "/install-disable-hooks"
+	UpgradeDisableHooks   = Domain + "/upgrade-disable-hooks"
+	UninstallDisableHooks = Domain + "/uninstall-disable-hooks"
+	InstallDescription    = Domain + "/install-description"
+	UpgradeDescription    = Domain + "/upgrade-description"
+	UninstallDescription  = Domain + "/uninstall-description"
+	PauseReconcile        = Domain + "/pause-reconcile"
+)
+
+// AnnotationSet is an action that annotations change, as the annotations that change it.
+type AnnotationSet []string
+
+// The actions annotations change.
+var (
+	ForInstall   = AnnotationSet{InstallDisableHooks, InstallDescription}
+	ForUpgrade   = AnnotationSet{UpgradeForce, UpgradeDisableHooks, UpgradeDescription, RollbackForce}
+	ForUninstall = AnnotationSet{UninstallDisableHooks, UninstallDescription, UninstallWait}
 )

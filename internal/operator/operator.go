@@ -46,6 +46,10 @@ const errLeaderElectionLost = "leader election lost"
 var leasesLost = onceCounter("myproxy_operator_leader_leases_lost_total",
 	"Times this process lost the leader Lease (apiserver unreachable, or the process paused) and campaigned again.")
 
+// fencedWrites counts the writes refused because this replica may no longer lead.
+var fencedWrites = onceCounter("myproxy_operator_fenced_writes_total",
+	"Writes to the apiserver refused because this replica's leader Lease may have passed to another.")
+
 // onceCounter is a counter registered at its first use, once per process: the operator builds
 // a new manager (and fence) when it campaigns again, and a registry refuses a second registration.
 func onceCounter(name, help string) func() prometheus.Counter {
@@ -64,13 +68,13 @@ func onceCounter(name, help string) func() prometheus.Counter {
 // out the renew deadline, so that whatever the old manager had in flight has failed or finished,
 // and campaigns again with a new manager in the same process. The Lease still guarantees that
 // one replica reconciles at a time: the new manager acts only once it holds the Lease again, and
-// the old one's clients are fenced (leasefence.go): whatever it still has in flight when
+// the old one's clients are fenced (actionclient.Fence): whatever it still has in flight when
 // the process resumes from a pause cannot write.
 func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config) error {
 	log := ctrl.Log.WithName("setup")
 	leasesLost() // exported at 0 from the start
 	for again := false; ; again = true {
-		mgr, err := newManager(ctx, cfg, o, namespaces, again)
+		mgr, _, err := NewManager(ctx, cfg, o, namespaces, again)
 		if err != nil {
 			if !again {
 				return err
@@ -92,9 +96,18 @@ func Run(ctx context.Context, cfg *rest.Config, o options.Options, namespaces ma
 	}
 }
 
-func newManager(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config, again bool) (ctrl.Manager, error) {
+// Parts are what NewManager set up inside the manager: the lease fence (nil without leader
+// election) and each kind's controllers.
+type Parts struct {
+	Fence *actionclient.Fence
+	Kinds controller.Kinds
+}
+
+// NewManager builds the operator's manager, as Run runs it; again says it campaigns again.
+func NewManager(ctx context.Context, cfg *rest.Config, o options.Options, namespaces map[string]cache.Config, again bool) (ctrl.Manager, Parts, error) {
+	var parts Parts
 	if err := o.Validate(); err != nil {
-		return nil, err
+		return nil, parts, err
 	}
 	// client-go's defaults (5 requests per second, bursts of 10) would throttle a fleet.
 	cfg = rest.CopyConfig(cfg)
@@ -102,7 +115,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o options.Options, namesp
 	unfenced := rest.CopyConfig(cfg) // for what every replica writes, leader or not
 	entries, err := watchesfile.Load(o.WatchesFile)
 	if err != nil {
-		return nil, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
+		return nil, parts, fmt.Errorf("loading watches file %s: %w", o.WatchesFile, err)
 	}
 
 	metrics := metricsserver.Options{BindAddress: o.MetricsBindAddress, SecureServing: o.MetricsSecure}
@@ -125,18 +138,19 @@ func newManager(ctx context.Context, cfg *rest.Config, o options.Options, namesp
 			RenewDeadline:           o.RenewDeadline,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("creating the leader election lock: %w", err)
+			return nil, parts, fmt.Errorf("creating the leader election lock: %w", err)
 		}
 		// Every client the manager builds writes only while this replica surely leads; the
 		// lock's own client (built above) is not fenced.
-		fence := &Fence{Interface: lock, validFor: o.RenewDeadline, now: BootClock}
+		fence := &actionclient.Fence{Interface: lock, ValidFor: o.RenewDeadline, Now: actionclient.BootClock,
+			Refused: func() { fencedWrites().Inc() }}
 		cfg.Wrap(fence.WrapTransport)
-		fencedLock = fence
+		fencedLock, parts.Fence = fence, fence
 		writer.Leading = fence.Leading
 		// The lock knows the namespace it resolved (the flag, or the Pod's own).
 		leaseNamespace, _, _ = strings.Cut(lock.Describe(), "/")
 	}
-	cacheOpts, newCache := caches.Manager(entries, namespaces, o.Shard, o.FastPaths.On(options.FastBookkeeping))
+	cacheOpts, newCache := caches.Manager(watchesfile.Plain(entries), namespaces, o.Shard, o.FastPaths.On(options.FastBookkeeping))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics:                             metrics,
 		HealthProbeBindAddress:              o.HealthProbeBindAddress,
@@ -158,24 +172,24 @@ func newManager(ctx context.Context, cfg *rest.Config, o options.Options, namesp
 		NewCache: newCache,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+		return nil, parts, fmt.Errorf("creating manager: %w", err)
 	}
 	events.mgr = mgr
 	if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
-		return nil, err
+		return nil, parts, err
 	}
 	p := controller.Process{Unlock: writer}
 	if leaseNamespace != "" && o.Shard.Sharded() {
 		p.ShardRunning = shard.LeaseLiveness(mgr.GetAPIReader(), leaseNamespace, o.LeaderElectionID, time.Now)
 	}
-	if _, err = controller.Setup(mgr, entries, o, p, namespaces); err != nil {
-		return nil, err
+	if parts.Kinds, err = controller.Setup(mgr, entries, o, p, namespaces); err != nil {
+		return nil, parts, err
 	}
 	direct, err := client.New(unfenced, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return nil, err
+		return nil, parts, err
 	}
-	return mgr, conversion.Setup(ctx, mgr, entries, conversion.Options{BindAddress: o.WebhookBindAddress,
+	return mgr, parts, conversion.Setup(ctx, mgr, entries, conversion.Options{BindAddress: o.WebhookBindAddress,
 		CertDir: o.WebhookCertDir, Service: o.WebhookService, Namespace: cmp.Or(ownNamespace(), o.LeaderElectionNamespace), Client: direct})
 }
 

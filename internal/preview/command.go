@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
-	"github.com/example/myproxy-operator/internal/annotations"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/controller"
 	"github.com/example/myproxy-operator/internal/helmconfig"
@@ -114,7 +113,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 	records := helmconfig.NewRecords(nil) // a dry run writes no record
 	for _, w := range entries {
 		account := controller.ServiceAccountFor(w, o)
-		configs, err := controller.HelmConfigs(cfg, mapper, w, o, records, nil, silent)
+		configs, err := controller.HelmConfigs(cfg, mapper, w, o, records, nil)
 		if err != nil {
 			return Report{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
@@ -128,7 +127,7 @@ func run(ctx context.Context, o options.Options, kubeconfig, chartDir string, di
 		}
 		actions := actionclient.New(actionclient.Options{Chart: w.Chart, Overrides: w.OverrideValues, Configs: configs,
 			DryRunOption: w.DryRunOption, Recorder: silent,
-			Translate: annotations.CheckedTranslator(chartapi.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks}.Translate,
+			Translate: controller.CheckedTranslator(chartapi.Translator{Reader: secrets, Recorder: silent, Checks: declaration.Kind.Checks}.Translate,
 				silent, o.MinReconcilePeriod)})
 		kinds = append(kinds, Kind{GVK: w.GroupVersionKind, Actions: actions, Account: account, Decl: declaration})
 	}

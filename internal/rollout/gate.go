@@ -120,16 +120,23 @@ func (g *Gate) see(key types.NamespacedName) {
 }
 
 // UpToDate tells that obj's release renders what the chart at hand renders: nothing to upgrade.
+// The runner is woken only when that moves the rollout: a member upgraded, a hold ended, or the
+// first wave waiting for the fleet to be decided.
 func (g *Gate) UpToDate(obj client.Object) {
 	key := client.ObjectKeyFromObject(obj)
 	g.mu.Lock()
 	g.see(key)
+	_, moved := g.held[key]
 	delete(g.held, key)
 	if m, ok := g.state.Members[key.String()]; ok && m.Phase == PhaseAdmitted {
 		g.setPhase(key, m, PhaseUpgraded, "")
+		moved = true
 	}
+	moved = moved || g.seen != nil && len(g.held) > 0
 	g.mu.Unlock()
-	g.wakeRunner()
+	if moved {
+		g.wakeRunner()
+	}
 }
 
 // Upgraded tells the outcome of an upgrade of obj's release.
@@ -205,19 +212,39 @@ func (g *Gate) Start(ctx context.Context) error {
 		case <-time.After(pollInterval):
 		}
 	}
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
 	for {
-		if err := g.step(ctx); err != nil {
+		err := g.step(ctx)
+		if err != nil {
 			log.Error(err, "rollout step failed; retrying")
+		}
+		// An idle rollout waits to be woken; one in flight (or failing) steps every pollInterval.
+		var tick <-chan time.Time
+		if err != nil || g.busy() {
+			tick = time.After(pollInterval)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-tick:
 		case <-g.kick:
 		}
 	}
+}
+
+// busy reports whether the rollout has anything to step on: releases held or in a wave, or a
+// state not saved yet.
+func (g *Gate) busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.held) > 0 || g.dirty || len(g.unsaved) > 0 {
+		return true
+	}
+	for _, m := range g.state.Members {
+		if m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded {
+			return true
+		}
+	}
+	return false
 }
 
 // load reads the stored state; until it is read, every upgrade waits, and those that waited are

@@ -133,3 +133,12 @@ func WithChart(entries []Watch, dir string) ([]Watch, error) {
 	}
 	return nil, fmt.Errorf("--chart-dir %s holds chart %q; the watches file's charts are %s", dir, c.Name(), strings.Join(names, ", "))
 }
+
+// Plain returns the plugins' part of each watch.
+func Plain(ws []Watch) []watches.Watch {
+	out := make([]watches.Watch, len(ws))
+	for i, w := range ws {
+		out[i] = w.Watch
+	}
+	return out
+}

@@ -339,18 +339,18 @@ func stackUnderThePluginsReconciler(t *testing.T, ns string, chrt *chart.Chart) 
 	evs := &events{}
 	go evs.collect(fake.Events)
 	reg := prometheus.NewRegistry()
-	metrics, err := actionclient.NewMetrics(reg)
+	metrics, err := actionclient.NewMetrics(reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac := actionclient.New(actionclient.Options{Chart: chrt, Configs: probedConfigs{Configs: configs, p: p},
+	ac := actionclient.New(actionclient.Options{GVK: probeGVK, Chart: chrt, Configs: probedConfigs{Configs: configs, p: p},
 		Translate: func(_ context.Context, obj *unstructured.Unstructured) (map[string]any, error) {
 			spec, _ := obj.Object["spec"].(map[string]any)
 			return spec, nil
 		},
 		Recorder: fake, Metrics: metrics, Unlock: actionclient.SoleWriter{}, // no leader election: pending is abandoned at once
 		Shard: shard.Shard{Name: "a", Fleet: []string{"a"}}, Claims: p.claims, Writer: mgr.GetClient(),
-		Digests: &actionclient.Digests{},
+		Digests: actionclient.NewDigests(nil, probeGVK, nil, ""),
 	})
 	r, err := reconciler.New(
 		reconciler.WithGroupVersionKind(probeGVK),

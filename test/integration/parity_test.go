@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/example/myproxy-operator/internal/annotations"
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
@@ -202,17 +202,17 @@ func paritySubject(t *testing.T, s subject) {
 	const hold = "parity.example.com/hold"
 	ctx := context.Background()
 	s.create("hooks", nil)
-	s.create("nohooks", map[string]string{annotations.InstallDisableHooks: "true"})
-	s.create("described", map[string]string{annotations.InstallDescription: "installed by the parity test"})
-	s.create("forced", map[string]string{annotations.UpgradeForce: "true"})
+	s.create("nohooks", map[string]string{names.InstallDisableHooks: "true"})
+	s.create("described", map[string]string{names.InstallDescription: "installed by the parity test"})
+	s.create("forced", map[string]string{names.UpgradeForce: "true"})
 	s.create("patched", nil)
 	s.create("rollback-forced", nil)
-	s.create("rollback-unforced", map[string]string{annotations.RollbackForce: "false"})
-	s.create("waiting", map[string]string{annotations.UninstallWait: "true", annotations.ReconcilePeriod: "2s"})
+	s.create("rollback-unforced", map[string]string{names.RollbackForce: "false"})
+	s.create("waiting", map[string]string{names.UninstallWait: "true", names.ReconcilePeriod: "2s"})
 	s.create("not-waiting", nil)
-	s.create("periodic", map[string]string{annotations.ReconcilePeriod: "2s"})
+	s.create("periodic", map[string]string{names.ReconcilePeriod: "2s"})
 	s.create("steady", nil)
-	s.create("paused", map[string]string{annotations.PauseReconcile: "true"})
+	s.create("paused", map[string]string{names.PauseReconcile: "true"})
 	for _, name := range []string{"hooks", "nohooks", "described", "forced", "patched", "rollback-forced",
 		"rollback-unforced", "waiting", "not-waiting", "periodic", "steady"} {
 		s.waitDeployed(name)
@@ -250,7 +250,7 @@ func paritySubject(t *testing.T, s subject) {
 		}
 		if !s.stock {
 			ev := harness.WaitForEvent(t, s.c, s.ns, "forced", "Upgraded", timeout)
-			if !strings.Contains(ev, annotations.UpgradeForce+"=true") {
+			if !strings.Contains(ev, names.UpgradeForce+"=true") {
 				t.Errorf("the Upgraded Event does not name the option: %q", ev)
 			}
 		}
@@ -334,12 +334,12 @@ func paritySubject(t *testing.T, s subject) {
 		if h := s.history("paused"); len(h) != 0 {
 			t.Fatalf("a paused custom resource was installed: %+v", h)
 		}
-		s.patch("paused", `{"metadata":{"annotations":{"`+annotations.PauseReconcile+`":null}}}`)
+		s.patch("paused", `{"metadata":{"annotations":{"`+names.PauseReconcile+`":null}}}`)
 		s.waitDeployed("paused")
 		harness.WaitForEvent(t, s.c, s.ns, "paused", "ReconcileResumed", timeout)
 
 		// Paused after it was deployed: a spec change waits for the resume.
-		s.patch("paused", `{"metadata":{"annotations":{"`+annotations.PauseReconcile+`":"true"}},"spec":{"message":"later"}}`)
+		s.patch("paused", `{"metadata":{"annotations":{"`+names.PauseReconcile+`":"true"}},"spec":{"message":"later"}}`)
 		harness.Eventually(t, timeout, "Paused=True again", func(ctx context.Context) (bool, string) {
 			st, msg := s.condition(ctx, "paused", "Paused")
 			return st == "True", st + " " + msg
@@ -347,7 +347,7 @@ func paritySubject(t *testing.T, s subject) {
 		if cm, _ := s.configMap(ctx, "paused-config"); cm.Data["message"] != "hello" || len(s.history("paused")) != 1 {
 			t.Errorf("a paused release changed: data %v, history %+v", cm.Data, s.history("paused"))
 		}
-		s.patch("paused", `{"metadata":{"annotations":{"`+annotations.PauseReconcile+`":"false"}}}`)
+		s.patch("paused", `{"metadata":{"annotations":{"`+names.PauseReconcile+`":"false"}}}`)
 		s.waitConfigMap("paused-config", "upgraded on resume", func(cm *corev1.ConfigMap) bool { return cm.Data["message"] == "later" })
 	})
 
@@ -355,13 +355,13 @@ func paritySubject(t *testing.T, s subject) {
 		if s.stock {
 			return // the stock operator logs it and reads false, or fails the reconcile without a condition
 		}
-		s.create("invalid", map[string]string{annotations.ReconcilePeriod: "soon"})
+		s.create("invalid", map[string]string{names.ReconcilePeriod: "soon"})
 		harness.Eventually(t, timeout, "Irreconcilable names the annotation", func(ctx context.Context) (bool, string) {
 			st, msg := s.condition(ctx, "invalid", "Irreconcilable")
-			return st == "True" && strings.Contains(msg, "metadata.annotations["+annotations.ReconcilePeriod+"]"), st + " " + msg
+			return st == "True" && strings.Contains(msg, "metadata.annotations["+names.ReconcilePeriod+"]"), st + " " + msg
 		})
 		// A period below the operator's floor would keep a worker busy for everyone else.
-		s.create("greedy", map[string]string{annotations.ReconcilePeriod: "1ns"})
+		s.create("greedy", map[string]string{names.ReconcilePeriod: "1ns"})
 		harness.Eventually(t, timeout, "Irreconcilable names the floor", func(ctx context.Context) (bool, string) {
 			st, msg := s.condition(ctx, "greedy", "Irreconcilable")
 			return st == "True" && strings.Contains(msg, "shorter than the operator's --min-reconcile-period "+minPeriod.String()), st + " " + msg

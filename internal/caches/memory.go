@@ -1,9 +1,13 @@
 package caches
 
 import (
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 
 	sdkhandler "github.com/operator-framework/operator-lib/handler"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,7 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // StripManagedFields drops managed fields, often the larger part of an object, from objects
@@ -112,4 +119,152 @@ func OwnerRequests(owner schema.GroupKind, namespaced, byAnnotations bool) func(
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 	}
+}
+
+// Remembered is the one registry of what the operator keeps in memory per custom resource: the
+// digests its releases were rendered from, the objects their renderings looked up, the status
+// controller's applied generations, the release states behind the metrics, the rollout's holds,
+// the values of a reconcile in flight. Every such store is a Store made by NewStore, which
+// registers it: a resource found gone is forgotten by every store of its kind at once (Forget),
+// and none can be left out. TestEveryPerResourceMapIsAStore fails on a map keyed by a custom
+// resource that is not one. The sizes are exported as myproxy_operator_tracked_entries{map},
+// which the soak test reads back to zero once no custom resource is left.
+
+// Remembered holds the stores.
+type Remembered struct {
+	mu     sync.Mutex
+	stores map[storeID]registered
+	desc   *prometheus.Desc
+}
+
+type storeID struct {
+	Map string
+	GVK schema.GroupVersionKind
+}
+
+// registered is one store: how to forget a resource (nil: its entries go on their own, each
+// with the write that made it; it is only counted) and how many entries it holds.
+type registered struct {
+	forget func(shard.Key)
+	len    func() int
+}
+
+// NewRemembered returns an empty registry.
+func NewRemembered() *Remembered {
+	return &Remembered{stores: map[storeID]registered{}, desc: prometheus.NewDesc("myproxy_operator_tracked_entries",
+		"Entries of the operator's in-memory maps kept per custom resource (or per record written), by map.",
+		[]string{"map"}, nil)}
+}
+
+// ProcessRemembered is the process's registry, registered with controller-runtime's metrics.
+var ProcessRemembered = sync.OnceValues(func() (*Remembered, error) {
+	r := NewRemembered()
+	return r, crmetrics.Registry.Register(r)
+})
+
+// Register adds a store that is not a Store: forget drops a resource (gvk's, or any kind's when
+// gvk is empty), length counts its entries. A store of the same name and kind is replaced (that
+// of a manager built before, when the operator campaigns for leadership again).
+func (r *Remembered) Register(name string, gvk schema.GroupVersionKind, forget func(shard.Key), length func() int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stores[storeID{Map: name, GVK: gvk}] = registered{forget: forget, len: length}
+}
+
+// Forget drops k from every store that holds resources of its kind.
+func (r *Remembered) Forget(k shard.Key) {
+	r.mu.Lock()
+	var forget []func(shard.Key)
+	for id, s := range r.stores {
+		if s.forget != nil && (id.GVK.Empty() || id.GVK == k.GVK) {
+			forget = append(forget, s.forget)
+		}
+	}
+	r.mu.Unlock()
+	for _, f := range forget {
+		f(k)
+	}
+}
+
+// Sizes returns the entries of each map, summed over the kinds.
+func (r *Remembered) Sizes() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for id, s := range r.stores {
+		out[id.Map] += s.len()
+	}
+	return out
+}
+
+// Describe implements prometheus.Collector.
+func (r *Remembered) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+
+// Collect implements prometheus.Collector.
+func (r *Remembered) Collect(ch chan<- prometheus.Metric) {
+	sizes := r.Sizes()
+	for _, n := range slices.Sorted(maps.Keys(sizes)) {
+		ch <- prometheus.MustNewConstMetric(r.desc, prometheus.GaugeValue, float64(sizes[n]), n)
+	}
+}
+
+// Store holds a V per custom resource, and forgets it with the resource.
+type Store[V any] struct {
+	mu sync.Mutex
+	m  map[shard.Key]V
+}
+
+// NewStore returns a store registered in r (nil: in none, for tests) under name, holding
+// resources of gvk (empty: of every kind).
+func NewStore[V any](r *Remembered, name string, gvk schema.GroupVersionKind) *Store[V] {
+	s := &Store[V]{m: map[shard.Key]V{}}
+	if r != nil {
+		r.Register(name, gvk, s.Delete, s.Len)
+	}
+	return s
+}
+
+// Get returns k's entry.
+func (s *Store[V]) Get(k shard.Key) (V, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[k]
+	return v, ok
+}
+
+// Set sets k's entry.
+func (s *Store[V]) Set(k shard.Key, v V) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[k] = v
+}
+
+// Delete drops k's entry.
+func (s *Store[V]) Delete(k shard.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
+}
+
+// Take returns k's entry and drops it.
+func (s *Store[V]) Take(k shard.Key) (V, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[k]
+	delete(s.m, k)
+	return v, ok
+}
+
+// Len returns the number of entries.
+func (s *Store[V]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// Keys returns the resources with an entry, in no order.
+func (s *Store[V]) Keys() []shard.Key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.m))
 }

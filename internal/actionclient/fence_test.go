@@ -1,4 +1,4 @@
-package operator
+package actionclient
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func (c *clock) now() time.Duration { return c.t }
 
 func testFence() (*Fence, *lock, *clock) {
 	l, c := &lock{}, &clock{t: 1000 * time.Second}
-	return &Fence{Interface: l, validFor: 10 * time.Second, now: c.now}, l, c
+	return &Fence{Interface: l, ValidFor: 10 * time.Second, Now: c.now, Refused: func() {}}, l, c
 }
 
 func TestCheckFollowsRenewals(t *testing.T) {

@@ -1,0 +1,174 @@
+package actionclient
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/kube"
+	"helm.sh/helm/v4/pkg/release/common"
+	release "helm.sh/helm/v4/pkg/release/v1"
+	"helm.sh/helm/v4/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/names"
+)
+
+// upgradeStep upgrades the release with Helm 4, applied as its last revision was (force); an
+// upgrade that fails after Helm recorded it is rolled back (rollbackStep).
+type upgradeStep struct {
+	r *reconcile
+	o actionOptions
+}
+
+func (s upgradeStep) run() (*release.Release, error) {
+	r, cur := s.r, s.r.known.cur
+	labels := r.c.o.Digests.recording(r, cur.Version+1) // Helm's next revision follows the last, which was read
+	start := time.Now()
+	rel, err := act(r, func() (*release.Release, error) {
+		u := r.newUpgrade()
+		u.DisableHooks, u.Description = s.o.DisableHooks, s.o.Description
+		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(cur.ApplyMethod, s.o.Force)
+		u.Labels = labels
+		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Answers: helmconfig.FromCacheOrAbsent})
+		defer done()
+		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.known.vals)
+		rel, _ := asRelease(out)
+		return rel, err
+	})
+	r.c.report(r.obj, Outcome{Action: ActionUpgrade, Result: rel, Err: err}, start)
+	r.c.o.Digests.rendered(r, rel, err)
+	r.stale = true
+	if err != nil && rel != nil {
+		if rerr := (rollbackStep{r: r, failed: rel}).run(); rerr != nil {
+			err = fmt.Errorf("rollback failed: %v: original upgrade error: %w", rerr, err)
+		}
+	}
+	if r.c.o.Waves != nil {
+		r.c.o.Waves.Upgraded(r.obj, err)
+	}
+	return rel, err
+}
+
+// rollbackStep rolls the release back to the last revision that deployed, as the stock
+// operators do after a failed upgrade, applied as that revision was: server-side, taking the
+// fields others changed, or client-side, with --force (replacing objects) unless the custom
+// resource's rollback-force annotation is false.
+type rollbackStep struct {
+	r      *reconcile
+	failed *release.Release
+}
+
+func (s rollbackStep) run() error {
+	r := s.r
+	start := time.Now()
+	_, err := act(r, func() (any, error) {
+		rb := action.NewRollback(r.cfg)
+		rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
+		rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = force(r.known.cur.ApplyMethod, annotation(r.obj, names.RollbackForce, true))
+		defer helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: rb.ForceConflicts})() // Helm checks no owner on rollback
+		return nil, rb.Run(s.failed.Name)
+	})
+	rel, _ := last(r.cfg, s.failed.Name)
+	r.c.report(r.obj, Outcome{Action: ActionRollback, Result: rel, Err: err}, start)
+	return err
+}
+
+// holdStep keeps the deployed revision while the rollout holds the new chart's upgrade back:
+// its drift is corrected, as an unchanged release's is, and the reconciler's upgrade is
+// answered with it, as stored. A release that is not deployed (the reconciler upgrades a
+// failed one whatever the check says) is answered ErrHeld.
+type holdStep struct{ r *reconcile }
+
+// ErrHeld is the answer to an upgrade of a release that is not deployed, which the rollout
+// holds back.
+var ErrHeld = errors.New("held back by the chart rollout: this release waits for its wave")
+
+func (s holdStep) run() (*release.Release, error) {
+	r, cur := s.r, s.r.known.cur
+	start := time.Now()
+	err := ErrHeld
+	if cur.Info.Status == common.StatusDeployed {
+		_, err = act(r, func() (any, error) { return nil, r.correctDrift(cur) })
+	}
+	r.c.report(r.obj, Outcome{Action: ActionHold, Result: cur, Err: err}, start)
+	if err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// newUpgrade is the upgrade of the release, as the check and the upgrade run it.
+func (r *reconcile) newUpgrade() *action.Upgrade {
+	u := action.NewUpgrade(r.cfg)
+	// The values are the custom resource's, whole: an empty spec is not "the last values again".
+	u.Namespace, u.MaxHistory, u.ResetValues = r.obj.GetNamespace(), r.c.o.MaxHistory, true
+	r.renderOptions(&u.WaitStrategy, &u.PostRenderer, &u.PostRenderStrategy, &u.DisableOpenAPIValidation)
+	return u
+}
+
+// force is how an upgrade or a rollback of a release applied by method applies its objects, as
+// Flux's helm-controller does: server-side when the release is (Helm's auto), taking every
+// conflicting field, so that the chart wins as a three-way merge makes it win client-side, and
+// forced or not, so that a release applied server-side stays so; a release applied
+// client-side, asked to force as the stock operators' --force does, has its objects replaced.
+func force(method string, forced bool) (serverSide string, replace, conflicts bool) {
+	ssa := method == string(release.ApplyMethodServerSideApply)
+	return "auto", forced && !ssa, ssa
+}
+
+// dryRun renders the upgrade of cur with vals as the check does, writing nothing.
+func (r *reconcile) dryRun(cur *release.Release, vals map[string]any) (*release.Release, error) {
+	u := r.newUpgrade()
+	u.DryRunStrategy = r.c.dryRunStrategy()
+	u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(cur.ApplyMethod, false)
+	out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), vals)
+	rel, cerr := asRelease(out)
+	return rel, cmp.Or(err, cerr)
+}
+
+// Rendering is what the kind's chart would make of a custom resource's release, found the way
+// the upgrade check finds it, writing nothing (myproxy-operator preview).
+type Rendering struct {
+	// Current is the release's last revision, nil when it has none; Rendered the dry run of
+	// its upgrade (of an install, without one).
+	Current, Rendered *release.Release
+	// Kube is the release's Helm client: it builds objects as the release's actions do.
+	Kube kube.Interface
+}
+
+// Render renders obj's release as its next reconcile would, with a dry run.
+func (c *Client) Render(ctx context.Context, obj *unstructured.Unstructured) (Rendering, error) {
+	r := &reconcile{c: c, ctx: ctx, obj: obj, log: logf.FromContext(ctx)}
+	var err error
+	if r.cfg, r.reads, err = c.o.Configs.For(ctx, obj, r.log.V(1)); err != nil {
+		return Rendering{}, fmt.Errorf("helm: %w", err)
+	}
+	vals, err := r.values()
+	if err != nil {
+		return Rendering{}, fmt.Errorf("values: %w", err)
+	}
+	cur, err := last(r.cfg, obj.GetName())
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return Rendering{}, fmt.Errorf("reading the release: %w", err)
+	}
+	out := Rendering{Current: cur, Kube: r.cfg.KubeClient}
+	if cur != nil {
+		out.Rendered, err = r.dryRun(cur, vals)
+	} else {
+		i := r.newInstall()
+		i.DryRunStrategy = c.dryRunStrategy()
+		var rel any
+		rel, err = i.Run(copyChart(c.o.Chart), vals)
+		out.Rendered, _ = asRelease(rel)
+	}
+	if err != nil {
+		return out, fmt.Errorf("rendering: %w", err)
+	}
+	return out, nil
+}
