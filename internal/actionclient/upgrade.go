@@ -70,7 +70,7 @@ func (s rollbackStep) run() error {
 	_, err := act(r, func() (any, error) {
 		rb := action.NewRollback(r.cfg)
 		rb.MaxHistory, rb.WaitStrategy = r.c.o.MaxHistory, kube.HookOnlyStrategy
-		rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = force(r.known.cur.ApplyMethod, annotation(r.obj, names.RollbackForce, true))
+		rb.ServerSideApply, rb.ForceReplace, rb.ForceConflicts = rollbackForce(r.known.cur.ApplyMethod, annotation(r.obj, names.RollbackForce, true))
 		defer helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: rb.ForceConflicts})() // Helm checks no owner on rollback
 		return nil, rb.Run(s.failed.Name)
 	})
@@ -112,12 +112,23 @@ func (r *reconcile) newUpgrade() *action.Upgrade {
 	return u
 }
 
-// force is how an upgrade or a rollback of a release applied by method applies its objects, as
-// Flux's helm-controller does: server-side when the release is (Helm's auto), taking every
-// conflicting field, so that the chart wins as a three-way merge makes it win client-side, and
-// forced or not, so that a release applied server-side stays so; a release applied
-// client-side, asked to force as the stock operators' --force does, has its objects replaced.
+// force is how an upgrade of a release applied by method applies its objects: server-side when
+// the release is (Helm's auto), taking every conflicting field, so that the chart wins as a
+// three-way merge makes it win client-side; asked to force, as the stock operators'
+// upgrade-force does, replacing them, which Helm 4 does client-side only (the release is
+// client-side applied from that revision on).
 func force(method string, forced bool) (serverSide string, replace, conflicts bool) {
+	if forced {
+		return "false", true, false
+	}
+	return "auto", false, method == string(release.ApplyMethodServerSideApply)
+}
+
+// rollbackForce is how a rollback applies its objects, as Flux's helm-controller rolls back: a
+// release applied server-side stays so, taking every conflicting field, forced or not; one
+// applied client-side, asked to force as the stock operators' rollback-force does, has its
+// objects replaced.
+func rollbackForce(method string, forced bool) (serverSide string, replace, conflicts bool) {
 	ssa := method == string(release.ApplyMethodServerSideApply)
 	return "auto", forced && !ssa, ssa
 }
