@@ -210,10 +210,11 @@ run: build ## Run the operator against the cluster of $KUBECONFIG (or the local 
 	$(call use-cluster) $(OPERATOR) --watches-file=watches.yaml --metrics-bind-address=0 --health-probe-bind-address=0
 
 .PHONY: preview
-preview: build ## Tell, writing nothing, what the charts would do to the values of every custom resource and to every release in the cluster of $KUBECONFIG (CHART_DIR=a new chart; PREVIEW_ARGS='-o json --diff'); exit status 1 if a value would be lost or an upgrade fail.
+preview: ## Tell, writing nothing, what the charts would do to the values of every custom resource and to every release in the cluster of $KUBECONFIG (CHART_DIR=a new chart; PREVIEW_ARGS='-o json --diff'); exit status 1 if a value would be lost or an upgrade fail.
 	@status=0; \
 	$(call use-cluster) go run ./hack/manifests --preview-values $(if $(CHART_DIR),--chart-dir=$(CHART_DIR)) || status=$$?; \
-	$(call use-cluster) $(OPERATOR) preview --watches-file=watches.yaml $(if $(CHART_DIR),--chart-dir=$(CHART_DIR)) $(PREVIEW_ARGS) || status=$$?; \
+	go build -o bin/preview ./hack/preview || exit 2; \
+	$(call use-cluster) bin/preview --watches-file=watches.yaml $(if $(CHART_DIR),--chart-dir=$(CHART_DIR)) $(PREVIEW_ARGS) || status=$$?; \
 	exit $$status
 
 .PHONY: image

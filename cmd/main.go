@@ -1,30 +1,19 @@
 // Command myproxy-operator runs the Helm-based operator: it reads watches.yaml and installs,
 // upgrades and uninstalls one Helm release of the mapped chart per custom resource.
-// `myproxy-operator preview` tells, without writing, what a chart would do to every release.
 package main
 
 import (
-	"context"
 	"flag"
 	"os"
-	"os/signal"
-	"syscall"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/example/myproxy-operator/internal/operator"
 	"github.com/example/myproxy-operator/internal/options"
-	"github.com/example/myproxy-operator/internal/preview"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == preview.Name {
-		ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := preview.Command(ctx, os.Args[2:], os.Stdout, os.Stderr)
-		cancel()
-		os.Exit(code)
-	}
 	var opts options.Options
 	opts.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}

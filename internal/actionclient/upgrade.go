@@ -144,7 +144,7 @@ func (r *reconcile) dryRun(cur *release.Release, vals map[string]any) (*release.
 }
 
 // Rendering is what the kind's chart would make of a custom resource's release, found the way
-// the upgrade check finds it, writing nothing (myproxy-operator preview).
+// the upgrade check finds it, writing nothing (make preview, hack/preview).
 type Rendering struct {
 	// Current is the release's last revision, nil when it has none; Rendered the dry run of
 	// its upgrade (of an install, without one).

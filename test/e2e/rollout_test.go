@@ -20,7 +20,6 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/preview"
 	"github.com/example/myproxy-operator/internal/rollout"
 	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
@@ -85,7 +84,7 @@ func TestChartRolloutGoesInWavesAndHaltsOnFailure(t *testing.T) {
 	rep := previewReport(t, watches, ns, chart)
 	var probed []string
 	for _, rel := range rep.Releases {
-		if rel.Outcome != preview.Changed {
+		if rel.Outcome != "changed" {
 			t.Errorf("preview: %s is %s, want changed", rel.Name, rel.Outcome)
 		}
 		for _, o := range rel.Objects {
@@ -278,17 +277,26 @@ func rolloutState(t *testing.T, c client.Client, ns string) rollout.State {
 	return st
 }
 
-// previewReport runs the preview of chart over the releases of ns.
-func previewReport(t *testing.T, watches, ns, chart string) preview.Report {
+// previewReport runs the preview (hack/preview) of chart over the releases of ns, and returns
+// what it says with -o json.
+func previewReport(t *testing.T, watches, ns, chart string) (rep struct {
+	Releases []struct {
+		Name, Outcome string
+		Objects       []struct{ Diff string }
+	}
+}) {
 	t.Helper()
-	cmd := exec.Command(operatorBin, preview.Name, "--watches-file="+watches, "--chart-dir="+chart, "--diff", "-o", "json")
+	bin, err := harness.Build(t.TempDir(), "preview", "./hack/preview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--watches-file="+watches, "--chart-dir="+chart, "--diff", "-o", "json")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "WATCH_NAMESPACE="+ns)
 	out, err := cmd.Output()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatal(err)
 	}
-	var rep preview.Report
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("preview -o json: %v\n%s", err, out)
 	}

@@ -27,12 +27,15 @@ func RepoRoot() string {
 }
 
 // BuildOperator compiles ./cmd into dir and returns the binary's path.
-func BuildOperator(dir string) (string, error) {
-	bin := filepath.Join(dir, "myproxy-operator")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd")
+func BuildOperator(dir string) (string, error) { return Build(dir, "myproxy-operator", "./cmd") }
+
+// Build compiles the command of package pkg into dir as name and returns the binary's path.
+func Build(dir, name, pkg string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd: %v\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin, nil
 }

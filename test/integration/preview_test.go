@@ -17,14 +17,13 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/example/myproxy-operator/internal/preview"
 	"github.com/example/myproxy-operator/internal/tenancy"
 	"github.com/example/myproxy-operator/test/certs"
 	"github.com/example/myproxy-operator/test/fixture"
 	"github.com/example/myproxy-operator/test/harness"
 )
 
-// A new chart, before it ships: `myproxy-operator preview` names the releases it would change,
+// A new chart, before it ships: `make preview` (hack/preview) names the releases it would change,
 // replace (an immutable field) or have refused by the apiserver, and leaves the rest unchanged;
 // its exit status says that some would fail; it writes nothing (every write it sends in the
 // audit log is a dry run, and the releases stay as they were).
@@ -38,12 +37,12 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 	// refuses, 3 changes the Deployment's selector (immutable), 4 only adds a Pod annotation.
 	fleet := map[string]struct {
 		replicas int64
-		want     preview.Outcome
+		want     previewOutcome
 	}{
-		"same":     {1, preview.Unchanged},
-		"refused":  {2, preview.Refused},
-		"replaced": {3, preview.Replaced},
-		"changed":  {4, preview.Changed},
+		"same":     {1, previewUnchanged},
+		"refused":  {2, previewRefused},
+		"replaced": {3, previewReplaced},
+		"changed":  {4, previewChanged},
 	}
 	replicas := map[string]int64{}
 	for name, p := range fleet {
@@ -84,15 +83,15 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 
 	// The chart that runs: every release unchanged, nothing fails.
 	out, code := run()
-	if code != preview.ExitNothingFails || !strings.Contains(out, "4 releases: 4 unchanged, 0 changed, 0 replaced, 0 refused") {
+	if code != previewNothingFails || !strings.Contains(out, "4 releases: 4 unchanged, 0 changed, 0 replaced, 0 refused") {
 		t.Errorf("the deployed chart previewed with exit status %d:\n%s", code, out)
 	}
 
 	out, code = run("--chart-dir="+chart, "-o", "json")
-	if code != preview.ExitSomeFail {
-		t.Errorf("exit status %d, want %d (some upgrades would fail)", code, preview.ExitSomeFail)
+	if code != previewSomeFail {
+		t.Errorf("exit status %d, want %d (some upgrades would fail)", code, previewSomeFail)
 	}
-	var rep preview.Report
+	var rep previewReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
@@ -104,14 +103,14 @@ func TestPreviewNamesWhatANewChartWouldDoAndWritesNothing(t *testing.T) {
 		if rel.Outcome != want || rel.Namespace != ns {
 			t.Errorf("%s/%s: %s (%s), want %s: %+v", rel.Namespace, rel.Name, rel.Outcome, rel.Message, want, rel.Objects)
 		}
-		if want == preview.Unchanged {
+		if want == previewUnchanged {
 			continue
 		}
 		if len(rel.Objects) != 1 || rel.Objects[0].Name != rel.Name || !strings.HasSuffix(rel.Objects[0].Kind, "Deployment") {
 			t.Errorf("%s: objects %+v, want its Deployment alone", rel.Name, rel.Objects)
 		}
-		if want.Fails() && !strings.Contains(rel.Objects[0].Refused, map[preview.Outcome]string{
-			preview.Refused: "not a label value", preview.Replaced: "field is immutable"}[want]) {
+		if want.Fails() && !strings.Contains(rel.Objects[0].Refused, map[previewOutcome]string{
+			previewRefused: "not a label value", previewReplaced: "field is immutable"}[want]) {
 			t.Errorf("%s: the apiserver's answer %q does not say why", rel.Name, rel.Objects[0].Refused)
 		}
 	}
@@ -194,14 +193,14 @@ data: {}
 	}
 
 	out, code := runPreview(t, watches, ns, "--chart-dir="+chart, "-o", "json")
-	if code != preview.ExitSomeFail {
-		t.Errorf("exit status %d, want %d (the broken hook fails an upgrade)", code, preview.ExitSomeFail)
+	if code != previewSomeFail {
+		t.Errorf("exit status %d, want %d (the broken hook fails an upgrade)", code, previewSomeFail)
 	}
-	var rep preview.Report
+	var rep previewReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
-	want := map[string]preview.Outcome{"fine": preview.Changed, "broken": preview.Refused, "same": preview.Unchanged, "astray": preview.Refused}
+	want := map[string]previewOutcome{"fine": previewChanged, "broken": previewRefused, "same": previewUnchanged, "astray": previewRefused}
 	refusal := map[string]string{"fine": "", "broken": "not a label value", "astray": "outside namespace " + ns}
 	if len(rep.Releases) != len(want) {
 		t.Fatalf("%d releases previewed, want %d: %+v", len(rep.Releases), len(want), rep.Releases)
@@ -210,7 +209,7 @@ data: {}
 		if rel.Outcome != want[rel.Name] {
 			t.Errorf("%s: %s (%s), want %s: %+v", rel.Name, rel.Outcome, rel.Message, want[rel.Name], rel.Objects)
 		}
-		var hooked []preview.Object
+		var hooked []previewObject
 		for _, o := range rel.Objects {
 			if strings.HasPrefix(o.Change, "hook") {
 				hooked = append(hooked, o)
@@ -270,11 +269,11 @@ func chartCopy(t *testing.T) (dir, deployment, text string) {
 	return dir, deployment, string(raw)
 }
 
-// runPreview runs `myproxy-operator preview` as the preview user over the custom resources of
+// runPreview runs the preview command (hack/preview) as the preview user over the custom resources of
 // namespaces (comma-separated) and returns its output and exit status.
 func runPreview(t *testing.T, watches, namespaces string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(operatorBin, append([]string{preview.Name, "--watches-file=" + watches}, args...)...)
+	cmd := exec.Command(env.PreviewBin, append([]string{"--watches-file=" + watches}, args...)...)
 	cmd.Dir = harness.RepoRoot()
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.PreviewKubeconfig, "WATCH_NAMESPACE="+namespaces)
 	var stderr strings.Builder
@@ -320,22 +319,22 @@ func TestPreviewActsAsTheWatchsServiceAccount(t *testing.T) {
 	}
 
 	out, code := runPreview(t, watches, narrow+","+broad, "-o", "json")
-	if code != preview.ExitSomeFail {
-		t.Errorf("exit status %d, want %d (the narrow namespace's releases would fail)", code, preview.ExitSomeFail)
+	if code != previewSomeFail {
+		t.Errorf("exit status %d, want %d (the narrow namespace's releases would fail)", code, previewSomeFail)
 	}
-	var rep preview.Report
+	var rep previewReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
 	user := serviceaccount.MakeUsername(narrow, account)
 	want := map[string]struct {
-		outcome preview.Outcome
+		outcome previewOutcome
 		says    []string // in the release's message and its objects' refusals
 	}{
-		narrow + "/plain":   {preview.Refused, []string{user, `cannot create resource "deployments"`}},
-		narrow + "/secured": {preview.Refused, []string{"spec.tls.secretName", user, `cannot get resource "secrets"`}},
-		broad + "/plain":    {preview.Changed, nil},
-		broad + "/secured":  {preview.Changed, nil},
+		narrow + "/plain":   {previewRefused, []string{user, `cannot create resource "deployments"`}},
+		narrow + "/secured": {previewRefused, []string{"spec.tls.secretName", user, `cannot get resource "secrets"`}},
+		broad + "/plain":    {previewChanged, nil},
+		broad + "/secured":  {previewChanged, nil},
 	}
 	if len(rep.Releases) != len(want) {
 		t.Fatalf("%d releases previewed, want %d: %+v", len(rep.Releases), len(want), rep.Releases)
@@ -394,3 +393,26 @@ func previewWrites(t *testing.T, ns string) (writes, dryRuns int) {
 	}
 	return writes, dryRuns
 }
+
+// What the preview command (hack/preview) prints with -o json, and its exit statuses.
+type (
+	previewOutcome string
+	previewObject  struct {
+		Kind, Name, Change, Refused string
+	}
+	previewReport struct {
+		Releases []struct {
+			Namespace, Name, Message string
+			Outcome                  previewOutcome
+			Objects                  []previewObject
+		}
+	}
+)
+
+const (
+	previewUnchanged, previewChanged, previewReplaced, previewRefused previewOutcome = "unchanged", "changed", "replaced", "refused"
+	previewNothingFails, previewSomeFail                                             = 0, 1
+)
+
+// Fails reports whether the upgrade of a release with this outcome would fail.
+func (o previewOutcome) Fails() bool { return o == previewReplaced || o == previewRefused }

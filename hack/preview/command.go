@@ -1,4 +1,6 @@
-package preview
+// Command preview tells, writing nothing, what a chart would do to the release of every custom
+// resource of every watched kind: `make preview` runs it, with the operator's flags.
+package main
 
 import (
 	"context"
@@ -8,8 +10,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,12 +38,18 @@ const (
 	ExitError        = 2 // the preview itself could not run
 )
 
-// Name is the subcommand of the operator binary that runs Command.
+// Name is the command's.
 const Name = "preview"
 
-// Command runs `myproxy-operator preview` with args (the operator's own flags, so that the
-// preview renders as the deployed operator would, and its own), printing to out, and returns
-// the exit status.
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Command(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	cancel()
+	os.Exit(code)
+}
+
+// Command runs the preview with args (the operator's own flags, so that the preview renders as
+// the deployed operator would, and its own), printing to out, and returns the exit status.
 func Command(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
 	fs.SetOutput(errOut)
@@ -49,7 +60,7 @@ func Command(ctx context.Context, args []string, out, errOut io.Writer) int {
 	diff := fs.Bool("diff", false, "Show the field diff of every object that would change.")
 	kubeconfig := fs.String("kubeconfig", "", "The cluster to preview against (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")
 	fs.Usage = func() {
-		fmt.Fprintf(errOut, "Usage: myproxy-operator %s [flags]\n\n"+
+		fmt.Fprintf(errOut, "Usage: %s [flags] (make preview runs it)\n\n"+
 			"Tells what the chart would do to the release of every custom resource of every watched kind, without\n"+
 			"writing anything: unchanged, changed (which objects), replaced (an immutable field) or refused (with\n"+
 			"the message). Exit status: %d if no upgrade would fail, %d if some would, %d if the preview could not run.\n\n",

@@ -1,4 +1,4 @@
-package preview
+package main
 
 import (
 	"strings"

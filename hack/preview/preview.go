@@ -1,4 +1,4 @@
-// Package preview tells, before a new chart or a new operator reaches a fleet, what it would do
+// The preview tells, before a new chart or a new operator reaches a fleet, what it would do
 // to every release, and writes nothing. For each custom resource of each watched kind it builds
 // the values as the operator does (override values, the value translator and the checks of
 // kind.yaml), renders the chart through the operator's own action client as the
@@ -7,7 +7,7 @@
 // a server-side dry run of every object that would be created, changed or deleted, and of
 // every hook object the install or upgrade would create: the apiserver's validation,
 // immutability and admission decide, as they would for the real upgrade.
-package preview
+package main
 
 import (
 	"context"
