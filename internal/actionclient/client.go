@@ -79,8 +79,10 @@ type Options struct {
 	// Digests, when set, answers the upgrade check from digests where they know; nil: every
 	// check is a dry run (--fast-paths without digests).
 	Digests *Digests
-	// Remembered registers the client's per-resource stores (nil: none, for tests).
+	// Remembered registers the client's per-resource stores (nil: none, for tests); Waiters are
+	// woken when what blocks their release goes (nil: none, they retry at their backoff).
 	Remembered *caches.Remembered
+	Waiters    *Waiters
 }
 
 // Configs gives each custom resource's Helm configuration, and what records the lookups of its

@@ -90,8 +90,8 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		if err != nil {
 			return err
 		}
-		if err := helmconfig.Owns(m, rel.Name, rel.Namespace); err != nil {
-			return fmt.Errorf("%s %q: %w", expected.Mapping.GroupVersionKind.Kind, expected.Name, err)
+		if err := helmconfig.Owns(m, expected.Mapping.GroupVersionKind.Kind, rel.Name, rel.Namespace); err != nil {
+			return err
 		}
 		patch, patchType, err := driftPatch(live, expected)
 		switch {

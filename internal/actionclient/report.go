@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/caches"
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
 )
@@ -71,6 +72,56 @@ func (c *Client) report(obj client.Object, o Outcome, start time.Time) {
 	recordEvent(c.o.Recorder, o)
 	if c.o.Metrics != nil {
 		c.o.Metrics.Observe(o)
+	}
+	if o.Action == ActionInstall || o.Action == ActionUpgrade {
+		c.o.Waiters.Observe(shard.Key{GVK: c.o.GVK, NamespacedName: client.ObjectKeyFromObject(obj)}, o.Err)
+	}
+}
+
+// Waiters are the custom resources whose install or upgrade found an object of another release
+// in the way: each is woken when that object, or a record of its release, goes (ObjectGone,
+// ReleaseGone: package controller's watches tell), rather than only at its backoff.
+type Waiters struct {
+	waiting *caches.Store[helmconfig.TakenError]
+	wake    func(shard.Key)
+}
+
+// NewWaiters returns the waiters of the process, registered in remembered; wake requeues one.
+func NewWaiters(remembered *caches.Remembered, wake func(shard.Key)) *Waiters {
+	return &Waiters{waiting: caches.NewStore[helmconfig.TakenError](remembered, "release_waiters", schema.GroupVersionKind{}), wake: wake}
+}
+
+// Observe keeps key waiting for the object err names as another release's; else not waiting.
+func (w *Waiters) Observe(key shard.Key, err error) {
+	if w == nil {
+		return
+	}
+	if taken := helmconfig.Taken(err); taken != nil {
+		w.waiting.Set(key, *taken)
+	} else {
+		w.waiting.Delete(key)
+	}
+}
+
+// ObjectGone wakes the resources waiting for the object of kind namespace/name.
+func (w *Waiters) ObjectGone(kind, namespace, name string) {
+	w.wakeIf(func(t helmconfig.TakenError) bool {
+		return t.Kind == kind && t.Namespace == namespace && t.Name == name
+	})
+}
+
+// ReleaseGone wakes the resources waiting for an object of release namespace/name (one of its
+// records went).
+func (w *Waiters) ReleaseGone(namespace, name string) {
+	w.wakeIf(func(t helmconfig.TakenError) bool { return t.ReleaseNamespace == namespace && t.Release == name })
+}
+
+func (w *Waiters) wakeIf(waitsFor func(helmconfig.TakenError) bool) {
+	if w == nil {
+		return
+	}
+	for _, k := range w.waiting.TakeIf(waitsFor) {
+		w.wake(k)
 	}
 }
 

@@ -262,9 +262,16 @@ func (s *Store[V]) Len() int {
 	return len(s.m)
 }
 
-// Keys returns the resources with an entry, in no order.
-func (s *Store[V]) Keys() []shard.Key {
+// TakeIf drops the entries f holds true of, and returns their resources.
+func (s *Store[V]) TakeIf(f func(V) bool) []shard.Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Collect(maps.Keys(s.m))
+	var taken []shard.Key
+	for k, v := range s.m {
+		if f(v) {
+			taken = append(taken, k)
+			delete(s.m, k)
+		}
+	}
+	return taken
 }

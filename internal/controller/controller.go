@@ -102,8 +102,10 @@ type shared struct {
 	releaseRecords *helmconfig.Records
 	remembered     *caches.Remembered
 	queues         *Queues
-	// followed are the kinds of release objects the manager's cache holds.
+	// followed are the kinds of release objects the manager's cache holds; waiters, the
+	// resources whose release waits for an object of another release to go.
 	followed *followed
+	waiters  *actionclient.Waiters
 }
 
 // Kinds are the controllers Setup set up: each watch's Helm reconciler, and the rollout gates
@@ -169,6 +171,7 @@ func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p P
 	if sh.remembered, err = caches.ProcessRemembered(); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	sh.waiters = actionclient.NewWaiters(sh.remembered, func(k shard.Key) { sh.queues.Add(k.GVK, k.NamespacedName) })
 	sh.remembered.Register("lookup_followers", schema.GroupVersionKind{}, sh.lookups.Forget, sh.lookups.Following)
 	sh.remembered.Register("known_releases", schema.GroupVersionKind{},
 		func(k shard.Key) { sh.releaseRecords.Forget(k.NamespacedName) }, sh.releaseRecords.Known)
@@ -255,7 +258,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		}
 		statusReconciler.Held, waves = gate.Held, gate
 	}
-	actions := actionclient.New(actionclient.Options{GVK: gvk, Remembered: sh.remembered,
+	actions := actionclient.New(actionclient.Options{GVK: gvk, Remembered: sh.remembered, Waiters: sh.waiters,
 		Chart: w.Chart, Overrides: w.OverrideValues, Configs: configs, MaxHistory: o.MaxReleaseHistory, DryRunOption: w.DryRunOption,
 		Translate: CheckedTranslator(
 			chartapi.Translator{Reader: secrets, Recorder: recorder, Checks: declaration.Kind.Checks}.Translate, recorder, o.MinReconcilePeriod),
@@ -295,14 +298,14 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithPostHook(actionclient.PostHook(PeriodHook(sh.queues.For(w.GroupVersionKind).AddAfter, s.ReconcilePeriod, o.MinReconcilePeriod))),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
-		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.releaseRecords)),
+		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.releaseRecords, sh.waiters)),
 		reconciler.WithSelector(selector),
 	}
 	if accounts != nil {
 		opts = append(opts, reconciler.WithControllerSetupFunc(accounts.Watch(mgr.GetCache(), w.GroupVersionKind)))
 	}
 	if !s.SkipDependentWatches {
-		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(),
+		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(), waiters: sh.waiters,
 			followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
 )
 
@@ -47,6 +48,7 @@ type dependentWatches struct {
 	mapper   meta.RESTMapper
 	cache    cache.Cache
 	followed *followed
+	waiters  *actionclient.Waiters
 
 	mu      sync.Mutex
 	ctrl    reconciler.ControllerSetup
@@ -121,7 +123,7 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 		return err
 	}
 	owners := caches.OwnerRequests(owner.GroupVersionKind().GroupKind(), namespaced, true)
-	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), wakeOwners(owners))); err != nil {
+	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), d.wakeOwners(gvk.Kind, owners))); err != nil {
 		return err
 	}
 	d.watched[gvk] = true
@@ -132,13 +134,14 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 	return nil
 }
 
-// wakeOwners wakes, for an update or deletion of a release object, the custom resources owners
-// maps it to. Release objects are only created by the reconcile that then reads them: a create
-// event would only cost a second reconcile. A deleted one wakes its resource at once, unless the
-// resource's last reconcile failed: its retry, at the queue's backoff, is already due. A failing
-// install's rollback deletes the objects it created, and waking at once would start the next
-// attempt at once, so that the retries of a failing release never backed off.
-func wakeOwners(owners func(client.Object) []reconcile.Request) handler.EventHandler {
+// wakeOwners wakes, for an update or deletion of a release object of kind, the custom resources
+// owners maps it to. Release objects are only created by the reconcile that then reads them: a
+// create event would only cost a second reconcile. A deleted one wakes its resource at once,
+// unless the resource's last reconcile failed: its retry, at the queue's backoff, is already due.
+// A failing install's rollback deletes the objects it created, and waking at once would start the
+// next attempt at once, so that the retries of a failing release never backed off. A deleted one
+// also wakes the resources of other releases that wait for it (Waiters).
+func (d *dependentWatches) wakeOwners(kind string, owners func(client.Object) []reconcile.Request) handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			for _, r := range slices.Concat(owners(e.ObjectOld), owners(e.ObjectNew)) {
@@ -151,6 +154,7 @@ func wakeOwners(owners func(client.Object) []reconcile.Request) handler.EventHan
 					q.Add(r)
 				}
 			}
+			d.waiters.ObjectGone(kind, e.Object.GetNamespace(), e.Object.GetName())
 		},
 	}
 }

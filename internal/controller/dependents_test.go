@@ -11,15 +11,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/example/myproxy-operator/internal/actionclient"
+	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // A deleted release object wakes a resource at once unless its last reconcile failed: its
-// retry comes at the queue's backoff. Creates wake nothing.
+// retry comes at the queue's backoff. Creates wake nothing. A resource of another release that
+// waits for the object is woken, whatever its backoff.
 func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Hour, time.Hour))
 	defer q.ShutDown()
 	healthy, failing := reconcile.Request{NamespacedName: types.NamespacedName{Name: "healthy"}}, reconcile.Request{NamespacedName: types.NamespacedName{Name: "failing"}}
-	h := wakeOwners(func(o client.Object) []reconcile.Request {
+	var woken []shard.Key
+	waiter := shard.Key{NamespacedName: types.NamespacedName{Name: "waiting"}}
+	d := &dependentWatches{waiters: actionclient.NewWaiters(nil, func(k shard.Key) { woken = append(woken, k) })}
+	d.waiters.Observe(waiter, &helmconfig.TakenError{Kind: "ConfigMap", Name: "failing", Release: "failing"})
+	h := d.wakeOwners("ConfigMap", func(o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 	})
 	object := func(name string) client.Object {
@@ -34,5 +43,8 @@ func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 	}
 	if got, _ := q.Get(); got != healthy {
 		t.Errorf("ready: %v, want %v", got, healthy)
+	}
+	if len(woken) != 1 || woken[0] != waiter {
+		t.Errorf("woken %v, want the resource that waited for ConfigMap failing", woken)
 	}
 }

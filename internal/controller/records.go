@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/names"
@@ -44,7 +45,7 @@ func newRecordCache(mgr manager.Manager, namespaces map[string]cache.Config) (ca
 // is then installed again over its objects (Helm adopts them), a hand-edited or corrupted one
 // is reported in the Irreconcilable condition, a revision made by hand with `helm upgrade` is
 // set back at once. The operator's own record writes wake nothing.
-func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *helmconfig.Records) reconciler.ControllerSetupFunc {
+func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *helmconfig.Records, waiters *actionclient.Waiters) reconciler.ControllerSetupFunc {
 	wake := func(record client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if name := recordOwner(record, gvk); name != "" {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: record.GetNamespace(), Name: name}})
@@ -66,6 +67,7 @@ func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *
 			if !own.OwnDelete(client.ObjectKeyFromObject(e.Object)) {
 				wake(e.Object, q)
 			}
+			waiters.ReleaseGone(e.Object.GetNamespace(), e.Object.GetLabels()[names.RecordNameLabel])
 		},
 	}
 	return func(ctrl reconciler.ControllerSetup) error {

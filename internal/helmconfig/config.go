@@ -140,6 +140,9 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 		return nil, nil, err
 	}
 	handler := logr.ToSlogHandler(log)
+	// Every request of the release's actions names it, for the apiserver's audit log.
+	as = rest.CopyConfig(as)
+	as.UserAgent = fmt.Sprintf("%s release %s/%s", FieldManager, ns, obj.GetName())
 	objects := &restGetter{config: as, mapper: c.mapper, discovery: c.discovery, namespace: ns}
 	kc := kube.New(objects)
 	kc.Namespace = ns

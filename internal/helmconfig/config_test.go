@@ -3,6 +3,7 @@ package helmconfig
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -353,5 +354,31 @@ func TestCanOwn(t *testing.T) {
 	}
 	if _, err := CanOwn(mapper, obj(namespaced, "a"), obj(schema.GroupVersionKind{Kind: "Unknown", Version: "v1"}, "a")); err == nil {
 		t.Error("a kind the API does not serve: no error")
+	}
+}
+
+// The object of another release that stopped a write is read off the kube client's error and
+// off Helm's own check, so that the resource waits for that object or its release to go.
+func TestTakenNamesTheObjectAndItsRelease(t *testing.T) {
+	own := &TakenError{Kind: "Service", Namespace: "a", Name: "svc", Release: "other", ReleaseNamespace: "a"}
+	for _, tc := range []struct {
+		err  error
+		want *TakenError
+	}{
+		{fmt.Errorf("install: %w", own), own},
+		{errors.New(`unable to continue with install: ConfigMap "cd-cm" in namespace "a" exists and cannot be imported into the current release: ` +
+			`invalid ownership metadata; annotation validation error: key "meta.helm.sh/release-name" must equal "bravo": current value is "alpha"`),
+			&TakenError{Kind: "ConfigMap", Namespace: "a", Name: "cd-cm", Release: "alpha", ReleaseNamespace: "a"}},
+		{errors.New(`unable to continue with install: Secret "s" in namespace "a" exists and cannot be imported into the current release: ` +
+			`invalid ownership metadata; annotation validation error: key "meta.helm.sh/release-name" must equal "bravo": current value is "alpha"; ` +
+			`annotation validation error: key "meta.helm.sh/release-namespace" must equal "a": current value is "b"`),
+			&TakenError{Kind: "Secret", Namespace: "a", Name: "s", Release: "alpha", ReleaseNamespace: "b"}},
+		{errors.New("timed out"), nil},
+		{nil, nil},
+	} {
+		got := Taken(tc.err)
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("Taken(%v) = %+v, want %+v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -3,9 +3,11 @@ package helmconfig
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
@@ -235,8 +237,8 @@ func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.Cli
 				m.SetResourceVersion(AbsentVersion)
 			}
 		} else if live := c.cached(info); live != nil {
-			if err := Owns(live, c.release, c.releaseNS); err != nil {
-				return &kube.Result{}, fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, err)
+			if err := Owns(live, info.Mapping.GroupVersionKind.Kind, c.release, c.releaseNS); err != nil {
+				return &kube.Result{}, err
 			}
 			m.SetUID(live.GetUID())
 		}
@@ -265,8 +267,8 @@ func (c *kubeClient) taken(objs kube.ResourceList, err error) error {
 		if merr != nil {
 			continue
 		}
-		if owned := Owns(m, c.release, c.releaseNS); owned != nil {
-			return fmt.Errorf("%s %q in namespace %q %w", info.Mapping.GroupVersionKind.Kind, info.Name, info.Namespace, owned)
+		if owned := Owns(m, info.Mapping.GroupVersionKind.Kind, c.release, c.releaseNS); owned != nil {
+			return owned
 		}
 	}
 	return err
@@ -295,7 +297,7 @@ func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropag
 				continue
 			}
 		}
-		if Owns(live, c.release, c.releaseNS) != nil {
+		if Owns(live, "", c.release, c.releaseNS) != nil {
 			continue // another release's; a failed install's manifest names objects it never created
 		}
 		uid := live.GetUID()
@@ -402,21 +404,49 @@ func SetOwnership(obj runtime.Object, rls, namespace string) error {
 	return nil
 }
 
-// Owns returns an error naming the owner when obj belongs to another release than rls of
-// namespace by Helm's ownership annotations; an object that names no release is anyone's.
-func Owns(obj metav1.Object, rls, namespace string) error {
+// Owns returns a TakenError when obj, of kind, belongs to another release than rls of namespace
+// by Helm's ownership annotations; an object that names no release is anyone's.
+func Owns(obj metav1.Object, kind, rls, namespace string) error {
 	a := obj.GetAnnotations()
 	name, ns := a[names.HelmReleaseNameAnnotation], a[names.HelmReleaseNamespaceAnnotation]
 	if (name == "" && ns == "") || (name == rls && ns == namespace) {
 		return nil
 	}
-	return &OwnedError{Release: name, Namespace: ns}
+	return &TakenError{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Release: name, ReleaseNamespace: ns}
 }
 
-// OwnedError is an object that belongs to another release.
-type OwnedError struct{ Release, Namespace string }
+// TakenError is an object another release owns (Release of ReleaseNamespace), where a release
+// would write it.
+type TakenError struct{ Kind, Namespace, Name, Release, ReleaseNamespace string }
 
-func (e *OwnedError) Error() string {
-	return fmt.Sprintf("belongs to release %s of namespace %s (annotations %s, %s), and is left as it is",
-		e.Release, e.Namespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
+func (e *TakenError) Error() string {
+	return fmt.Sprintf("%s %q in namespace %q belongs to release %s of namespace %s (annotations %s, %s), and is left as it is",
+		e.Kind, e.Name, e.Namespace, e.Release, e.ReleaseNamespace, names.HelmReleaseNameAnnotation, names.HelmReleaseNamespaceAnnotation)
+}
+
+// helmConflict is how Helm's install and upgrade say that an object they would create belongs
+// to another release: the object, then what its release-name (and, when it differs, its
+// release-namespace) annotation holds.
+var (
+	helmConflict = regexp.MustCompile(`(\S+) "([^"]*)" in namespace "([^"]*)" exists and cannot be imported into the current release: .*` +
+		`key "` + names.HelmReleaseNameAnnotation + `" must equal "[^"]*": current value is "([^"]*)"`)
+	helmConflictNamespace = regexp.MustCompile(`key "` + names.HelmReleaseNamespaceAnnotation + `" must equal "[^"]*": current value is "([^"]*)"`)
+)
+
+// Taken returns the object of another release that err says a release could not write: the
+// kube client's TakenError, or Helm's own check; nil for any other error.
+func Taken(err error) *TakenError {
+	var taken *TakenError
+	if err == nil || errors.As(err, &taken) {
+		return taken
+	}
+	m := helmConflict.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil
+	}
+	taken = &TakenError{Kind: m[1], Name: m[2], Namespace: m[3], Release: m[4], ReleaseNamespace: m[3]}
+	if ns := helmConflictNamespace.FindStringSubmatch(err.Error()); ns != nil {
+		taken.ReleaseNamespace = ns[1]
+	}
+	return taken
 }

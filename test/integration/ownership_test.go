@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +37,8 @@ var fixedObjects = []struct {
 // installs; the other's install writes none of the first release's objects (their ownership,
 // identity and what the application wrote into them stay), and its condition names an object
 // and the release that owns it, while the first release sees nothing of it. The second does not
-// retry in a tight loop: its attempts back off, as every failing reconcile's do.
+// retry in a tight loop: its attempts back off, as every failing reconcile's do; once the first
+// is deleted, the second installs.
 func TestAReleaseNeverTouchesAnotherReleasesObjects(t *testing.T) {
 	ctx := context.Background()
 	c := harness.NewClient(t, cfg)
@@ -124,6 +128,19 @@ func TestAReleaseNeverTouchesAnotherReleasesObjects(t *testing.T) {
 		}
 		if round == 0 {
 			t.Logf("%s says: %s", loser, message)
+			// Once the winner is gone, the loser is woken (by the deletion of the object it
+			// waited for, or of the winner's records) and installs.
+			if err := c.Delete(ctx, corpusCR("FixedNames", ns, winner)); err != nil {
+				t.Fatal(err)
+			}
+			harness.Eventually(t, timeout, loser+" installs once "+winner+" is gone", func(ctx context.Context) (bool, string) {
+				u := corpusCR("FixedNames", ns, loser)
+				if err := c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+					return false, err.Error()
+				}
+				status, _, msg := harness.Condition(u, names.ConditionDeployed)
+				return status == "True", status + " " + msg
+			})
 		}
 		op.Stop(t)
 	}
@@ -170,4 +187,163 @@ func installFailures(t *testing.T, c client.Client, ns, name string) int {
 		}
 	}
 	return n
+}
+
+// contestNamespace is where TestTwoProcessesNeverShareAnObject's releases contend (its audit
+// policy names it).
+const contestNamespace = "contest"
+
+// Two operator processes without leader election, both acting on every custom resource, over
+// many custom resources of a chart whose objects have fixed names, created at once: each object
+// is only ever one release's (every successful write of it, under one UID, names one release),
+// none is deleted but by the release that owns it, one release deploys, and every other's
+// condition names it. Counted from the apiserver's audit log, which records each write of the
+// fixed objects with its request and response, and the release that sent it (the User-Agent of
+// every release's requests names it).
+func TestTwoProcessesNeverShareAnObject(t *testing.T) {
+	const contenders = 200
+	e := startAuditedEnv(t, `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: RequestResponse
+  verbs: [create, update, patch, delete]
+  namespaces: [`+contestNamespace+`]
+  resources: [{group: "", resources: [configmaps, secrets, serviceaccounts, services], resourceNames: [cd-cm, cd-secret, cd-server]}]
+- level: None
+`)
+	ctx := context.Background()
+	watches, _ := corpusProject(t, e.admin)
+	if err := e.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: contestNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"proc-a", "proc-b"} {
+		harness.StartOperator(t, operatorBin, e.kubeconfigFor(t, p), []string{"--watches-file=" + watches,
+			"--unlock-pending-after=24h"}, "WATCH_NAMESPACE="+contestNamespace)
+	}
+	created := make(chan error, contenders)
+	for i := range contenders {
+		go func() {
+			u := corpusCR("FixedNames", contestNamespace, fmt.Sprintf("r%03d", i))
+			u.Object["spec"] = map[string]any{}
+			created <- e.admin.Create(ctx, u)
+		}()
+	}
+	for range contenders {
+		if err := <-created; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One deploys; every other fails, naming it.
+	var winner string
+	harness.Eventually(t, 5*time.Minute, "one release deployed, every other naming it", func(ctx context.Context) (bool, string) {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk(corpusGroup, "v1", "FixedNamesList"))
+		if err := e.admin.List(ctx, list, client.InNamespace(contestNamespace)); err != nil {
+			return false, err.Error()
+		}
+		var deployed, named []string
+		messages := map[string]string{}
+		for _, u := range list.Items {
+			if s, _, _ := harness.Condition(&u, names.ConditionDeployed); s == "True" {
+				deployed = append(deployed, u.GetName())
+			}
+			if s, _, msg := harness.Condition(&u, names.ConditionReleaseFailed); s == "True" {
+				messages[u.GetName()] = msg
+			}
+		}
+		if len(deployed) != 1 {
+			return false, fmt.Sprintf("deployed: %v", deployed)
+		}
+		winner = deployed[0]
+		for name, msg := range messages {
+			if strings.Contains(msg, "belongs to release "+winner+" ") || strings.Contains(msg, `current value is "`+winner+`"`) {
+				named = append(named, name)
+			}
+		}
+		return len(named) == contenders-1, fmt.Sprintf("%d of %d losers name %s", len(named), contenders-1, winner)
+	})
+
+	// The audit log: each object (by UID) is one release's; each delete is its owner's.
+	owner := map[types.UID]string{} // the release each object's writes named
+	var writes, deletes, failed int
+	for _, ev := range auditedWrites(t, e.auditLog) {
+		if ev.code >= 300 {
+			failed++
+			continue
+		}
+		if ev.verb == "delete" {
+			deletes++
+			if ev.uid == "" || owner[ev.uid] == "" {
+				t.Errorf("%s deleted %s %s without a precondition of an object the audit log saw written (uid %q)", ev.release, ev.resource, ev.name, ev.uid)
+			} else if owner[ev.uid] != ev.release {
+				t.Errorf("%s deleted %s %s (uid %s), which is release %s's", ev.release, ev.resource, ev.name, ev.uid, owner[ev.uid])
+			}
+			continue
+		}
+		writes++
+		if first, ok := owner[ev.uid]; ok && first != ev.owner {
+			t.Errorf("%s %s (uid %s), release %s's, was written by %s as release %s's", ev.resource, ev.name, ev.uid, first, ev.release, ev.owner)
+		}
+		if ev.owner != ev.release {
+			t.Errorf("%s wrote %s %s (uid %s) as release %s's", ev.release, ev.resource, ev.name, ev.uid, ev.owner)
+		}
+		owner[ev.uid] = ev.owner
+	}
+	t.Logf("winner %s; the audit log holds %d successful writes of %d objects, %d deletes, %d refused writes", winner, writes, len(owner), deletes, failed)
+	if writes == 0 || failed == 0 {
+		t.Errorf("%d writes, %d refused: the contest did not happen", writes, failed)
+	}
+}
+
+// auditedWrite is one write of a fixed object, as the audit log records it: the release that
+// sent it (from its User-Agent), the release the object it left names (owner), its UID (a
+// delete's precondition).
+type auditedWrite struct {
+	verb, resource, name, release, owner string
+	uid                                  types.UID
+	code                                 int
+}
+
+// auditedWrites reads the writes of the releases' actions, in the order the apiserver answered.
+func auditedWrites(t *testing.T, path string) []auditedWrite {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []auditedWrite
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var ev struct {
+			Verb, UserAgent, Stage string
+			ObjectRef              struct{ Resource, Name string }
+			RequestObject          *struct {
+				Preconditions *struct{ UID types.UID }
+			}
+			ResponseObject *metav1.PartialObjectMetadata
+			ResponseStatus struct{ Code int }
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		_, release, ok := strings.Cut(ev.UserAgent, " release "+contestNamespace+"/")
+		if ev.Stage != "ResponseComplete" || !ok {
+			continue
+		}
+		w := auditedWrite{verb: ev.Verb, resource: ev.ObjectRef.Resource, name: ev.ObjectRef.Name, release: release, code: ev.ResponseStatus.Code}
+		switch {
+		case ev.Verb == "delete" && ev.RequestObject != nil && ev.RequestObject.Preconditions != nil:
+			w.uid = ev.RequestObject.Preconditions.UID
+		case ev.Verb != "delete" && ev.ResponseObject != nil:
+			w.uid, w.owner = ev.ResponseObject.UID, ev.ResponseObject.Annotations[names.HelmReleaseNameAnnotation]
+		}
+		out = append(out, w)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

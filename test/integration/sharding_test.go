@@ -44,11 +44,8 @@ type shardedEnv struct {
 }
 
 func startShardedEnv(t *testing.T) *shardedEnv {
-	t.Helper()
-	dir := t.TempDir()
-	policy := filepath.Join(dir, "audit-policy.yaml")
 	// Creates carry their object, for its name; everything else its URL.
-	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+	return startAuditedEnv(t, `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
@@ -58,7 +55,15 @@ rules:
   verbs: [create]
   resources: [{group: "", resources: [secrets, configmaps, services]}, {group: apps, resources: [deployments]}]
 - level: Metadata
-`), 0o600); err != nil {
+`)
+}
+
+// startAuditedEnv starts a control plane of the test's own, whose apiserver audits by policy.
+func startAuditedEnv(t *testing.T, auditPolicy string) *shardedEnv {
+	t.Helper()
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := &shardedEnv{auditLog: filepath.Join(dir, "audit.log"), env: &envtest.Environment{
