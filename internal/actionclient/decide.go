@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"helm.sh/helm/v4/pkg/release/common"
@@ -287,9 +286,6 @@ func (r *reconcile) refusal() error {
 	_, notSole := r.c.o.Unlock.why(cur.Info.LastDeployed)
 	return fmt.Errorf("release %s revision %d is %s and is left so: %w", cur.Name, cur.Version, cur.Info.Status, notSole)
 }
-
-// decided reports whether the decision has step among its steps.
-func (d Decision) decided(step Step) bool { return slices.Contains(d.All(), step) }
 
 // valuesDiffer reports whether two sets of values differ, as JSON (a release's values are
 // read back from JSON, where every number is a float).

@@ -119,8 +119,8 @@ func write(helper *resource.Helper, expected *resource.Info, patchType types.Pat
 		uid = m.GetUID()
 	}
 	force := patchType == types.ApplyPatchType
-	switch {
-	case patchType == types.ApplyPatchType:
+	switch patchType {
+	case types.ApplyPatchType:
 		m, err := meta.Accessor(expected.Object)
 		if err != nil {
 			return err
@@ -132,7 +132,7 @@ func write(helper *resource.Helper, expected *resource.Info, patchType types.Pat
 		if patch, err = runtime.Encode(unstructured.UnstructuredJSONScheme, expected.Object); err != nil {
 			return err
 		}
-	case patchType == types.JSONPatchType:
+	case types.JSONPatchType:
 		patch = append([]byte(`[{"op":"test","path":"/metadata/uid","value":"`+string(uid)+`"},`), patch[1:]...)
 	default:
 		var merge map[string]any

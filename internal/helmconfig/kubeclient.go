@@ -68,13 +68,13 @@ type Action struct {
 type Answers int32
 
 const (
-	// Live: by the apiserver.
+	// Live answers every read by the apiserver.
 	Live Answers = iota
-	// FromCache: a read of an object the cache of release objects holds is answered as the
-	// cache holds it, any other by the apiserver. The write that follows carries the UID the
+	// FromCache answers a read of an object the cache of release objects holds as the cache
+	// holds it, any other by the apiserver. The write that follows carries the UID the
 	// answer gave, so an object that changed hands since is left as it is. (Uninstall.)
 	FromCache
-	// FromCacheOrAbsent: FromCache, and a read of an object of a kind the cache follows but
+	// FromCacheOrAbsent is FromCache, and a read of an object of a kind the cache follows but
 	// does not hold is answered absent: the create that follows carries that answer as its
 	// precondition (an apply over AbsentVersion, or a POST), so an object that did exist fails
 	// it and is then read, and its owner named. (Install, upgrade.)
