@@ -46,18 +46,17 @@ func TestForgetReachesEveryStoreOfTheKind(t *testing.T) {
 // name of the store of the registry that forgets (or, for entries that go on their own, counts)
 // them, registered by the type that holds them.
 var registeredElsewhere = map[string]string{
-	"rollout.Gate.held":                 "rollout_holds",
-	"rollout.Gate.seen":                 "rollout_holds",
-	"shard.Claims.inflight":             "shard_claims",
-	"shard.Claims.released":             "shard_claims",
-	"helmconfig.Records.known":          "known_releases",
-	"helmconfig.Records.writes":         "own_writes",
-	"helmconfig.Records.writing":        "own_writes",
-	"helmconfig.Records.deletes":        "own_writes",
-	"status.AppliedGenerations.applied": "status_generations",
-	"actionclient.Lookups.followed":     "lookup_followers",
-	"actionclient.Lookups.followers":    "lookup_followers", // the reverse index of followed
-	"caches.Store.m":                    "",                 // the Store itself
+	"rollout.Gate.held":              "rollout_holds",
+	"rollout.Gate.seen":              "rollout_holds",
+	"shard.Claims.inflight":          "shard_claims",
+	"shard.Claims.released":          "shard_claims",
+	"helmconfig.Records.known":       "known_releases",
+	"helmconfig.Records.writes":      "own_writes",
+	"helmconfig.Records.writing":     "own_writes",
+	"helmconfig.Records.deletes":     "own_writes",
+	"actionclient.Lookups.followed":  "lookup_followers",
+	"actionclient.Lookups.followers": "lookup_followers", // the reverse index of followed
+	"caches.Store.m":                 "",                 // the Store itself
 }
 
 // notPerResource are sync.Maps whose keys are not custom resources.

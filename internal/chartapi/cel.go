@@ -275,7 +275,7 @@ func evaluateCondition(c compiledCondition, vars map[string]any) (ConditionValue
 }
 
 // evaluate runs one program and converts its result to JSON form, checking it has the wanted
-// JSON schema type. A null or an empty optional gives nil.
+// JSON schema type (any, when want is anyJSON). A null or an empty optional gives nil.
 func evaluate(p cel.Program, vars map[string]any, want string) (any, error) {
 	if p == nil {
 		return nil, nil
@@ -297,11 +297,14 @@ func evaluate(p cel.Program, vars map[string]any, want string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !isJSONType(native, want) {
+	if want != anyJSON && !isJSONType(native, want) {
 		return nil, fmt.Errorf("the value %v is a %s, want %s", short(v), v.Type(), want)
 	}
 	return native, nil
 }
+
+// anyJSON is the want of evaluate that takes any JSON value: no field type is spelt so.
+const anyJSON = "*"
 
 func isJSONType(v any, want string) bool {
 	switch v.(type) {

@@ -6,8 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -178,30 +179,13 @@ func keep(kept Kept, version, path string, val any) {
 
 // get, take and put read, remove and write the value at a dotted path of nested objects.
 func get(m map[string]any, path string) (any, bool) {
-	keys := strings.Split(path, ".")
-	for _, k := range keys[:len(keys)-1] {
-		child, ok := m[k].(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		m = child
-	}
-	v, ok := m[keys[len(keys)-1]]
+	v, ok, _ := unstructured.NestedFieldNoCopy(m, strings.Split(path, ".")...)
 	return v, ok
 }
 
 func take(m map[string]any, path string) (any, bool) {
-	parent, key := m, path
-	if i := strings.LastIndex(path, "."); i >= 0 {
-		p, _ := get(m, path[:i])
-		var ok bool
-		if parent, ok = p.(map[string]any); !ok {
-			return nil, false
-		}
-		key = path[i+1:]
-	}
-	v, ok := parent[key]
-	delete(parent, key)
+	v, ok := get(m, path)
+	unstructured.RemoveNestedField(m, strings.Split(path, ".")...)
 	return v, ok
 }
 
@@ -220,18 +204,5 @@ func put(m map[string]any, path string, v any) {
 
 // evaluateAny runs a conversion program over a spec; null or an empty optional is nil.
 func evaluateAny(p cel.Program, self map[string]any) (any, error) {
-	v, _, err := p.Eval(map[string]any{VarSelf: self, VarObjects: []any{}, VarVariables: map[string]any{}})
-	if err != nil {
-		return nil, err
-	}
-	if opt, ok := v.(*types.Optional); ok {
-		if !opt.HasValue() {
-			return nil, nil
-		}
-		v = opt.GetValue()
-	}
-	if v == types.NullValue {
-		return nil, nil
-	}
-	return toJSON(v)
+	return evaluate(p, map[string]any{VarSelf: self, VarObjects: []any{}, VarVariables: map[string]any{}}, anyJSON)
 }

@@ -1,8 +1,10 @@
 package chartapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -120,7 +122,7 @@ func (k *Kind) CheckVersions(watched string) error {
 	}
 	var errs []error
 	fail := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: versions: "+format, append([]any{cmpFile(k)}, args...)...))
+		errs = append(errs, fmt.Errorf("%s: versions: "+format, append([]any{cmp.Or(k.File, FileName)}, args...)...))
 	}
 	if k.Versions[0].Name != watched {
 		fail("the first is %s, but watches.yaml watches %s: the first version is the chart's own, which the operator reconciles",
@@ -148,7 +150,7 @@ func (k *Kind) CheckVersions(watched string) error {
 				fail("%s: changes[%d]: one of move, compute or remove", v.Name, j)
 			} else if c.Remove != nil && strings.TrimSpace(c.Remove.Why) == "" {
 				fail("%s: changes[%d]: remove %s says why", v.Name, j, c.Remove.Field)
-			} else if c.Compute != nil && !slices.Equal(slices.Sorted(mapKeys(c.Compute.Back)), slices.Sorted(slices.Values(c.Compute.From))) {
+			} else if c.Compute != nil && !slices.Equal(slices.Sorted(maps.Keys(c.Compute.Back)), slices.Sorted(slices.Values(c.Compute.From))) {
 				fail("%s: changes[%d]: compute %s has a back expression for each of its from fields, and no other", v.Name, j, c.Compute.To)
 			}
 		}
@@ -180,23 +182,6 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
-func cmpFile(k *Kind) string {
-	if k.File == "" {
-		return FileName
-	}
-	return k.File
 }
 
 // computed are the programs of one compute change: its expression and its back expressions.

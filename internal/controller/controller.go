@@ -240,8 +240,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	if err != nil {
 		return capabilityReader{}, nil, nil, err
 	}
-	applied := status.NewAppliedGenerations(status.Namespaced(mgr.GetRESTMapper()))
 	gvk := w.GroupVersionKind
+	applied := status.NewAppliedGenerations(sh.remembered, gvk, status.Namespaced(mgr.GetRESTMapper()))
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: o.Shard, Namespaces: sh.namespaces,
 		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
@@ -328,7 +328,6 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 			return capabilityReader{}, nil, nil, err
 		}
 	}
-	sh.remembered.Register("status_generations", gvk, func(k shard.Key) { applied.Forget(k.NamespacedName) }, applied.Len)
 	// The parsed manifests, kept and forgotten with the generations.
 	sh.remembered.Register("status_manifests", gvk, nil, applied.Len)
 	if gate != nil {

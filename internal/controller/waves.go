@@ -3,8 +3,6 @@ package controller
 import (
 	"cmp"
 	"context"
-	"os"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,20 +28,10 @@ type waves struct {
 	metrics   *rollout.Metrics
 }
 
-// inClusterNamespace is where a pod's ServiceAccount credentials name its namespace.
-const inClusterNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
 // RolloutNamespace is the namespace of the rollout state: --rollout-state-namespace, else the
 // leader election namespace, else the operator's own in a cluster; "" where none is known.
 func RolloutNamespace(o options.Options) string {
-	if ns := cmp.Or(o.RolloutNamespace, o.LeaderElectionNamespace); ns != "" {
-		return ns
-	}
-	raw, err := os.ReadFile(inClusterNamespace)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(raw))
+	return cmp.Or(o.RolloutNamespace, o.LeaderElectionNamespace, options.OwnNamespace())
 }
 
 // newGate creates the rollout gate of watch w and has the manager run it.

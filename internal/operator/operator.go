@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -190,13 +189,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o options.Options, namesp
 		return nil, parts, err
 	}
 	return mgr, parts, conversion.Setup(ctx, mgr, entries, conversion.Options{BindAddress: o.WebhookBindAddress,
-		CertDir: o.WebhookCertDir, Service: o.WebhookService, Namespace: cmp.Or(ownNamespace(), o.LeaderElectionNamespace), Client: direct})
-}
-
-// ownNamespace is the namespace of the operator's Pod; "" out of a cluster.
-func ownNamespace() string {
-	ns, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-	return strings.TrimSpace(string(ns))
+		CertDir: o.WebhookCertDir, Service: o.WebhookService, Namespace: cmp.Or(options.OwnNamespace(), o.LeaderElectionNamespace), Client: direct})
 }
 
 // managerEvents lends the event recorders of the manager (once built) to the leader election

@@ -282,3 +282,10 @@ func (f *FastPaths) Set(v string) error {
 
 // IsBoolFlag lets --fast-paths stand alone for true, as the boolean flag it was.
 func (f *FastPaths) IsBoolFlag() bool { return true }
+
+// OwnNamespace is the namespace of the operator's Pod, as its ServiceAccount credentials name
+// it; "" out of a cluster.
+func OwnNamespace() string {
+	ns, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return strings.TrimSpace(string(ns))
+}

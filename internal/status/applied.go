@@ -9,8 +9,10 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"sync"
 	"time"
+
+	"github.com/example/myproxy-operator/internal/caches"
+	"github.com/example/myproxy-operator/internal/shard"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
@@ -35,8 +37,8 @@ import (
 // Deployment's status, so a release's manifest is parsed only when it changes: the manifest
 // itself stays in the operator (it is not kept in status, see status.PluginWrites).
 type AppliedGenerations struct {
-	mu      sync.Mutex
-	applied map[types.NamespacedName]applied
+	applied *caches.Store[applied]
+	gvk     schema.GroupVersionKind
 	// events wake the status controller: the resources some time after each successful Helm
 	// action on them, and those nudged (Reconciler.Nudge).
 	events chan event.TypedGenericEvent[*unstructured.Unstructured]
@@ -54,10 +56,12 @@ type applied struct {
 	refs       []Ref
 }
 
-// NewAppliedGenerations returns an empty record; namespaced tells the scope of a kind.
-func NewAppliedGenerations(namespaced func(schema.GroupVersionKind) bool) *AppliedGenerations {
+// NewAppliedGenerations returns an empty record of the resources of gvk, registered in r;
+// namespaced tells the scope of a kind.
+func NewAppliedGenerations(r *caches.Remembered, gvk schema.GroupVersionKind, namespaced func(schema.GroupVersionKind) bool) *AppliedGenerations {
 	return &AppliedGenerations{
-		applied:    map[types.NamespacedName]applied{},
+		applied:    caches.NewStore[applied](r, "status_generations", gvk),
+		gvk:        gvk,
 		events:     make(chan event.TypedGenericEvent[*unstructured.Unstructured], 1024),
 		namespaced: namespaced,
 	}
@@ -78,9 +82,7 @@ func (o *AppliedGenerations) Applied(obj *unstructured.Unstructured, rel *releas
 			return err
 		}
 	}
-	o.mu.Lock()
-	o.applied[key] = now
-	o.mu.Unlock()
+	o.applied.Set(shard.Key{GVK: o.gvk, NamespacedName: key}, now)
 	if !known || was.uid != now.uid || was.generation != now.generation || was.digest != now.digest {
 		// After the updater's write, which carries most of it (see wakeDelay).
 		copied := obj.DeepCopy()
@@ -98,25 +100,16 @@ func (o *AppliedGenerations) Applied(obj *unstructured.Unstructured, rel *releas
 // last returns what was last applied to a custom resource, if anything was since the process
 // started.
 func (o *AppliedGenerations) last(key types.NamespacedName) (applied, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	a, ok := o.applied[key]
-	return a, ok
+	return o.applied.Get(shard.Key{GVK: o.gvk, NamespacedName: key})
 }
 
 // Forget drops a resource that is being deleted or gone.
 func (o *AppliedGenerations) Forget(key types.NamespacedName) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.applied, key)
+	o.applied.Delete(shard.Key{GVK: o.gvk, NamespacedName: key})
 }
 
 // Len returns the number of resources remembered.
-func (o *AppliedGenerations) Len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.applied)
-}
+func (o *AppliedGenerations) Len() int { return o.applied.Len() }
 
 // Ref identifies one object of a release.
 type Ref struct {

@@ -159,7 +159,7 @@ func TestParseManifest(t *testing.T) {
 // A release's objects are remembered with its generation, parsed again only when its manifest
 // changes, and forgotten with it.
 func TestAppliedRemembersTheReleaseObjects(t *testing.T) {
-	a := NewAppliedGenerations(func(schema.GroupVersionKind) bool { return true })
+	a := NewAppliedGenerations(nil, myProxyGVK, func(schema.GroupVersionKind) bool { return true })
 	cr := &unstructured.Unstructured{}
 	cr.SetNamespace("ns")
 	cr.SetName("cr")

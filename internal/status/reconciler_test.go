@@ -84,7 +84,7 @@ func statusReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	watches := &watchRecorder{}
-	r := &Reconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: NewAppliedGenerations(Namespaced(mapper)),
+	r := &Reconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: NewAppliedGenerations(nil, myProxyGVK, Namespaced(mapper)),
 		objects: readerCache{reader: c}, controller: watches}
 	return r, c, watches
 }
