@@ -155,11 +155,27 @@ chaos: cluster-build ## The long fault tests: CHAOS_CYCLES (50) kill -9 cycles o
 	  ./test/chaos/
 	mv $(CHAOS_REPORT).tmp $(CHAOS_REPORT) && cat $(CHAOS_REPORT)
 
+# Earlier code of this operator that make bench runs side by side with this code, each a subject
+# of its own (BUILDS): before the action client was rebuilt step by step (0edcee7) and before the
+# move to Helm 4 (36389d4). BENCH_COMMITS= runs none.
+BENCH_COMMITS ?= 0edcee7 36389d4
+comma := ,
+BENCH_BUILDS = $(subst $() ,$(comma),$(strip $(foreach c,$(BENCH_COMMITS),$(c)=$(BIN)/builds/$(c)/myproxy-operator)))
+
 .PHONY: bench
-bench: build $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) $(HELM_CONTROLLER) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins, Flux's helm-controller (defaults and tuned) and a client-go limit (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
-	BENCH_DIR=$(abspath $(BENCH_DIR)) go run ./bench
+bench: build bench-builds $(HELM_OPERATOR) $(HELM_OPERATOR_PLUGINS) $(HELM_CONTROLLER) cluster-build ## Benchmark against the stock helm-operator (defaults and tuned), helm-operator-plugins, Flux's helm-controller (defaults and tuned), a client-go limit and the BENCH_COMMITS builds (N=1000 IDLE=5m ROUNDS=1, rounds interleaved; results in docs/benchmark-results.md), then bench-rollout.
+	BENCH_DIR=$(abspath $(BENCH_DIR)) BUILDS=$${BUILDS:-$(BENCH_BUILDS)} go run ./bench
 	cp $(abspath $(BENCH_DIR))/results.md $(BENCH_REPORT)
 	$(MAKE) bench-rollout
+
+.PHONY: bench-builds
+bench-builds: ## Build the operator of each BENCH_COMMITS commit, from a git worktree, into bin/builds/<commit>.
+	@for c in $(BENCH_COMMITS); do \
+	  [ -x $(BIN)/builds/$$c/myproxy-operator ] && continue; \
+	  rm -rf $(BIN)/builds/$$c/src && git worktree add --detach $(BIN)/builds/$$c/src $$c && \
+	  (cd $(BIN)/builds/$$c/src && go build -o ../myproxy-operator ./cmd) && \
+	  git worktree remove --force $(BIN)/builds/$$c/src || exit 1; \
+	done
 
 .PHONY: bench-fast-paths
 bench-fast-paths: build cluster-build ## Measure each fast path: this operator with every one, none, and each alone off, interleaved ROUNDS (3) times (N=300 IDLE=30s; results in docs/fast-path-results.md).
