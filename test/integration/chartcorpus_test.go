@@ -230,7 +230,7 @@ func corpusProject(t *testing.T, c client.Client) (watches string, managerRole [
 		"EntryPoints": {"spec.entryPoints[].underscoreHeaders: its enum, the rule \"self in ['keep', 'drop', 'reject']\", is over the apiserver's cost budget",
 			"written as an OpenAPI enum instead", "spec.entryPoints[].parsing: its enum", "not checked at kubectl apply; Helm checks it"},
 		"FixedNames": {"one custom resource per namespace: the chart names objects without the release's name, so a second FixedNames in a " +
-			"namespace renders the same ones: ConfigMap cd-cm, Deployment cd-server, Secret cd-secret, Service cd-server, ServiceAccount cd-server"},
+			"namespace renders the same ones: ConfigMap cd-cm, Deployment cd-server, NetworkPolicy cd-server, Secret cd-secret, Service cd-server, ServiceAccount cd-server"},
 	} {
 		said := strings.Join(slices.DeleteFunc(slices.Clone(notes), func(n string) bool { return !strings.HasPrefix(n, kind+"."+corpusGroup+": ") }), "\n")
 		for _, want := range says {

@@ -11,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/example/myproxy-operator/internal/names"
@@ -344,6 +348,132 @@ func auditedWrites(t *testing.T, path string) []auditedWrite {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// driftNamespace is where TestDriftCorrectionWritesOnlyWhatDrifted's release lives (its audit
+// policy names it).
+const driftNamespace = "drift"
+
+// Drift correction writes an object only when it drifted: a NetworkPolicy whose ports the
+// apiserver completes (each port's protocol) and a Secret the chart writes as stringData (the
+// apiserver stores it as data) are sent no write, whatever other object drifts (a Deployment
+// deleted by hand), until one of them changes; then it alone is written, once. Counted from the
+// audit log: every write of the two, dry runs told apart.
+func TestDriftCorrectionWritesOnlyWhatDrifted(t *testing.T) {
+	e := startAuditedEnv(t, `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch]
+  namespaces: [`+driftNamespace+`]
+  resources: [{group: networking.k8s.io, resources: [networkpolicies]}, {group: "", resources: [secrets], resourceNames: [cd-secret]}]
+- level: None
+`)
+	ctx := context.Background()
+	watches, _ := corpusProject(t, e.admin)
+	if err := e.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: driftNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	harness.StartOperator(t, operatorBin, e.kubeconfigFor(t, "drift"), []string{"--watches-file=" + watches}, "WATCH_NAMESPACE="+driftNamespace)
+	cr := corpusCR("FixedNames", driftNamespace, "argo")
+	cr.Object["spec"] = map[string]any{"configs": map[string]any{"secret": map[string]any{"extra": map[string]any{"token": "from the chart"}}}}
+	if err := e.admin.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, timeout, "argo deployed", func(ctx context.Context) (bool, string) {
+		u := corpusCR("FixedNames", driftNamespace, "argo")
+		if err := e.admin.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return false, err.Error()
+		}
+		status, _, msg := harness.Condition(u, names.ConditionDeployed)
+		return status == "True", msg
+	})
+	// Every object is corrected twice, once per Deployment deleted by hand.
+	deployment := types.NamespacedName{Namespace: driftNamespace, Name: "cd-server"}
+	for range 2 {
+		d := &appsv1.Deployment{}
+		if err := e.admin.Get(ctx, deployment, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.admin.Delete(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, timeout, "the Deployment back", func(ctx context.Context) (bool, string) {
+			back := &appsv1.Deployment{}
+			err := e.admin.Get(ctx, deployment, back)
+			return err == nil && back.UID != d.UID, fmt.Sprint(err)
+		})
+	}
+	writes := func() (real, dryRuns map[string]int) {
+		real, dryRuns = map[string]int{}, map[string]int{}
+		for _, w := range auditedOperatorWrites(t, e.auditLog, "drift") {
+			if w.dryRun {
+				dryRuns[w.resource]++
+			} else {
+				real[w.resource]++
+			}
+		}
+		return real, dryRuns
+	}
+	real, dryRuns := writes()
+	t.Logf("after the install and two drift corrections: writes %v, dry runs %v", real, dryRuns)
+	if real["networkpolicies"] != 1 || real["secrets"] != 1 {
+		t.Errorf("writes %v: want one of each (its creation), nothing written that did not drift", real)
+	}
+	if dryRuns["networkpolicies"] == 0 || dryRuns["secrets"] == 0 {
+		t.Errorf("dry runs %v: the corrections did not look at the two objects", dryRuns)
+	}
+	// The NetworkPolicy drifts: it alone is written, once.
+	np := &networkingv1.NetworkPolicy{}
+	if err := e.admin.Get(ctx, types.NamespacedName{Namespace: driftNamespace, Name: "cd-server"}, np); err != nil {
+		t.Fatal(err)
+	}
+	np.Spec.Ingress[0].Ports[0].Port = ptr.To(intstr.FromInt32(9999))
+	if err := e.admin.Update(ctx, np); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, timeout, "the NetworkPolicy's port set back", func(ctx context.Context) (bool, string) {
+		if err := e.admin.Get(ctx, client.ObjectKeyFromObject(np), np); err != nil {
+			return false, err.Error()
+		}
+		return np.Spec.Ingress[0].Ports[0].Port.IntValue() == 8080, np.Spec.Ingress[0].Ports[0].Port.String()
+	})
+	if after, _ := writes(); after["networkpolicies"] != 2 || after["secrets"] != 1 {
+		t.Errorf("writes after the NetworkPolicy drifted: %v, want it written once more and the Secret not", after)
+	}
+}
+
+// operatorWrite is a write by the operator (user) to an object, as the audit log records it.
+type operatorWrite struct {
+	resource string
+	dryRun   bool
+}
+
+// auditedOperatorWrites reads the successful writes of user.
+func auditedOperatorWrites(t *testing.T, path, user string) []operatorWrite {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []operatorWrite
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var ev struct {
+			Stage, RequestURI string
+			User              struct{ Username string }
+			ObjectRef         struct{ Resource string }
+			ResponseStatus    struct{ Code int }
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if ev.Stage != "ResponseComplete" || ev.User.Username != user || ev.ResponseStatus.Code >= 300 {
+			continue
+		}
+		out = append(out, operatorWrite{resource: ev.ObjectRef.Resource, dryRun: strings.Contains(ev.RequestURI, "dryRun=All")})
 	}
 	return out
 }
