@@ -116,11 +116,16 @@ func spread(values []float64) string {
 		return "—"
 	}
 	v := slices.Sorted(slices.Values(values))
-	median := v[len(v)/2]
+	return fmt.Sprintf("%s (%s–%s)", f3(median(v)), f3(v[0]), f3(v[len(v)-1]))
+}
+
+// median of values (of two in the middle, their mean).
+func median(values []float64) float64 {
+	v := slices.Sorted(slices.Values(values))
 	if len(v)%2 == 0 {
-		median = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	return fmt.Sprintf("%s (%s–%s)", f3(median), f3(v[0]), f3(v[len(v)-1]))
+	return v[len(v)/2]
 }
 
 // spreadTable writes one row per name: its runs' count and each figure's spread over them.
@@ -179,11 +184,12 @@ func (r *report) find(subject string) *fleetResult {
 	return nil
 }
 
-// peers are the subjects this operator is compared with: every one but itself and the limit.
+// peers are the subjects this operator is compared with: every one but itself, its earlier
+// builds (BUILDS: compared in goals of their own) and the limit.
 func (r *report) peers() []*fleetResult {
 	var out []*fleetResult
 	for i := range r.Fleet {
-		if s := r.Fleet[i].Subject; s != subjectOurs && s != subjectLimit {
+		if s := r.Fleet[i].Subject; s != subjectOurs && s != subjectLimit && !strings.HasPrefix(s, subjectOurs+" (") {
 			out = append(out, &r.Fleet[i])
 		}
 	}
@@ -233,6 +239,28 @@ func (r *report) evaluate() {
 	} {
 		if b := r.best(row.get); ours != nil && b != nil {
 			add(row.goal+" ("+b.Subject+")", ratio(row.get(ours), row.get(b)), row.limit)
+		}
+	}
+	// Against each earlier build of this operator: no more requests, and the median of time, CPU
+	// and peak RSS no higher than the build's highest run (its noise range).
+	values := func(subject string, get func(fleetResult) float64) []float64 {
+		var out []float64
+		for _, run := range r.Runs[subject] {
+			out = append(out, get(run))
+		}
+		return out
+	}
+	for i := range r.Fleet {
+		b := &r.Fleet[i]
+		if ours == nil || !strings.HasPrefix(b.Subject, subjectOurs+" (") {
+			continue
+		}
+		add("requests per MyProxy / "+b.Subject, ratio(ours.RequestsPerCR, b.RequestsPerCR), 1)
+		for _, f := range runFigures[:3] { // time, CPU, peak RSS
+			mine, theirs := values(ours.Subject, f.get), values(b.Subject, f.get)
+			if len(mine) > 0 && len(theirs) > 0 {
+				add(f.name+", median / highest run of "+b.Subject, ratio(median(mine), slices.Max(theirs)), 1)
+			}
 		}
 	}
 	if ours != nil {
