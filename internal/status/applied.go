@@ -11,9 +11,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/example/myproxy-operator/internal/caches"
-	"github.com/example/myproxy-operator/internal/shard"
-
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/yaml"
 
+	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/shard"
 )
 
 // AppliedGenerations remembers, per custom resource, the metadata.generation that the Helm reconciler
