@@ -84,20 +84,29 @@ func (c *Client) report(obj client.Object, o Outcome, start time.Time) {
 type Waiters struct {
 	waiting *caches.Store[helmconfig.TakenError]
 	wake    func(shard.Key)
+	// stillTaken reads whether the object is still there as the release's (live: an event of
+	// its going may have come before the wait was set, and then woke nobody).
+	stillTaken func(helmconfig.TakenError) bool
 }
 
-// NewWaiters returns the waiters of the process, registered in remembered; wake requeues one.
-func NewWaiters(remembered *caches.Remembered, wake func(shard.Key)) *Waiters {
-	return &Waiters{waiting: caches.NewStore[helmconfig.TakenError](remembered, "release_waiters", schema.GroupVersionKind{}), wake: wake}
+// NewWaiters returns the waiters of the process, registered in remembered; wake requeues one;
+// stillTaken reads whether an object is still another release's.
+func NewWaiters(remembered *caches.Remembered, wake func(shard.Key), stillTaken func(helmconfig.TakenError) bool) *Waiters {
+	return &Waiters{waiting: caches.NewStore[helmconfig.TakenError](remembered, "release_waiters", schema.GroupVersionKind{}),
+		wake: wake, stillTaken: stillTaken}
 }
 
 // Observe keeps key waiting for the object err names as another release's; else not waiting.
+// An object that went (or changed hands) before the wait was set wakes key at once.
 func (w *Waiters) Observe(key shard.Key, err error) {
 	if w == nil {
 		return
 	}
 	if taken := helmconfig.Taken(err); taken != nil {
 		w.waiting.Set(key, *taken)
+		if w.stillTaken != nil && !w.stillTaken(*taken) {
+			w.wakeIf(func(t helmconfig.TakenError) bool { return t == *taken })
+		}
 	} else {
 		w.waiting.Delete(key)
 	}

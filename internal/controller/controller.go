@@ -171,7 +171,8 @@ func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p P
 	if sh.remembered, err = caches.ProcessRemembered(); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
-	sh.waiters = actionclient.NewWaiters(sh.remembered, func(k shard.Key) { sh.queues.Add(k.GVK, k.NamespacedName) })
+	sh.waiters = actionclient.NewWaiters(sh.remembered, func(k shard.Key) { sh.queues.Add(k.GVK, k.NamespacedName) },
+		sh.followed.stillTaken(mgr.GetAPIReader()))
 	sh.remembered.Register("lookup_followers", schema.GroupVersionKind{}, sh.lookups.Forget, sh.lookups.Following)
 	sh.remembered.Register("known_releases", schema.GroupVersionKind{},
 		func(k shard.Key) { sh.releaseRecords.Forget(k.NamespacedName) }, sh.releaseRecords.Known)

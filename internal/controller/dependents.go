@@ -9,7 +9,9 @@ import (
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,6 +28,8 @@ import (
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
+	"github.com/example/myproxy-operator/internal/helmconfig"
+	"github.com/example/myproxy-operator/internal/names"
 )
 
 // dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
@@ -76,6 +80,32 @@ func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) (
 		return nil, followed
 	}
 	return obj, true
+}
+
+// stillTaken reads live whether the object t names is still t's release's: true when it is, or
+// when its kind is none the cache follows (its group is then unknown), so that only an object
+// known gone or changed hands wakes its waiters at once.
+func (f *followed) stillTaken(live client.Reader) func(helmconfig.TakenError) bool {
+	return func(t helmconfig.TakenError) bool {
+		f.mu.Lock()
+		var gvk schema.GroupVersionKind
+		for k := range f.kinds {
+			if k.Kind == t.Kind {
+				gvk = k
+			}
+		}
+		f.mu.Unlock()
+		if gvk.Empty() {
+			return true
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		err := live.Get(context.Background(), types.NamespacedName{Namespace: t.Namespace, Name: t.Name}, obj)
+		if apierrors.IsNotFound(err) {
+			return false
+		}
+		return err != nil || obj.GetAnnotations()[names.HelmReleaseNameAnnotation] == t.Release
+	}
 }
 
 // setup keeps the controller the watches are added to (a reconciler.ControllerSetupFunc).

@@ -26,7 +26,7 @@ func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 	healthy, failing := reconcile.Request{NamespacedName: types.NamespacedName{Name: "healthy"}}, reconcile.Request{NamespacedName: types.NamespacedName{Name: "failing"}}
 	var woken []shard.Key
 	waiter := shard.Key{NamespacedName: types.NamespacedName{Name: "waiting"}}
-	d := &dependentWatches{waiters: actionclient.NewWaiters(nil, func(k shard.Key) { woken = append(woken, k) })}
+	d := &dependentWatches{waiters: actionclient.NewWaiters(nil, func(k shard.Key) { woken = append(woken, k) }, nil)}
 	d.waiters.Observe(waiter, &helmconfig.TakenError{Kind: "ConfigMap", Name: "failing", Release: "failing"})
 	h := d.wakeOwners("ConfigMap", func(o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
@@ -46,5 +46,27 @@ func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 	}
 	if len(woken) != 1 || woken[0] != waiter {
 		t.Errorf("woken %v, want the resource that waited for ConfigMap failing", woken)
+	}
+}
+
+// An object that went before the resource blocked by it began to wait (its deletion event came
+// first, and woke nobody) wakes the resource as the wait is set; one still there does not.
+func TestAnObjectGoneBeforeTheWaitWakesAtOnce(t *testing.T) {
+	var woken []shard.Key
+	present := map[string]bool{"kept": true}
+	w := actionclient.NewWaiters(nil, func(k shard.Key) { woken = append(woken, k) },
+		func(t helmconfig.TakenError) bool { return present[t.Name] })
+	blocked := func(name string) shard.Key {
+		return shard.Key{NamespacedName: types.NamespacedName{Name: "waits-for-" + name}}
+	}
+	w.Observe(blocked("kept"), &helmconfig.TakenError{Kind: "ConfigMap", Name: "kept", Release: "other"})
+	w.Observe(blocked("gone"), &helmconfig.TakenError{Kind: "ConfigMap", Name: "gone", Release: "other"})
+	if len(woken) != 1 || woken[0] != blocked("gone") {
+		t.Fatalf("woken %v, want only %v", woken, blocked("gone"))
+	}
+	w.ObjectGone("ConfigMap", "", "gone") // woken already: not waiting any more
+	w.ObjectGone("ConfigMap", "", "kept")
+	if len(woken) != 2 || woken[1] != blocked("kept") {
+		t.Errorf("woken %v, want %v woken once, then %v", woken, blocked("gone"), blocked("kept"))
 	}
 }

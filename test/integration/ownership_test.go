@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,7 +248,7 @@ rules:
 			return false, err.Error()
 		}
 		var deployed, named []string
-		messages := map[string]string{}
+		messages, conditions := map[string]string{}, map[string]any{}
 		for _, u := range list.Items {
 			if s, _, _ := harness.Condition(&u, names.ConditionDeployed); s == "True" {
 				deployed = append(deployed, u.GetName())
@@ -255,6 +256,7 @@ rules:
 			if s, _, msg := harness.Condition(&u, names.ConditionReleaseFailed); s == "True" {
 				messages[u.GetName()] = msg
 			}
+			conditions[u.GetName()], _, _ = unstructured.NestedSlice(u.Object, "status", "conditions")
 		}
 		if len(deployed) != 1 {
 			return false, fmt.Sprintf("deployed: %v", deployed)
@@ -265,7 +267,13 @@ rules:
 				named = append(named, name)
 			}
 		}
-		return len(named) == contenders-1, fmt.Sprintf("%d of %d losers name %s", len(named), contenders-1, winner)
+		var others []string // what the losers that do not name the winner say
+		for _, u := range list.Items {
+			if n := u.GetName(); n != winner && !slices.Contains(named, n) && len(others) < 3 {
+				others = append(others, fmt.Sprintf("%s: %v", n, conditions[n]))
+			}
+		}
+		return len(named) == contenders-1, fmt.Sprintf("%d of %d losers name %s; others: %s", len(named), contenders-1, winner, strings.Join(others, "; "))
 	})
 
 	// The audit log: each object (by UID) is one release's; each delete is its owner's.
