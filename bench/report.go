@@ -119,6 +119,15 @@ func spread(values []float64) string {
 	return fmt.Sprintf("%s (%s–%s)", f3(median(v)), f3(v[0]), f3(v[len(v)-1]))
 }
 
+// figures is one figure of each run.
+func figures(runs []fleetResult, get func(fleetResult) float64) []float64 {
+	out := make([]float64, 0, len(runs))
+	for _, run := range runs {
+		out = append(out, get(run))
+	}
+	return out
+}
+
 // median of values (of two in the middle, their mean).
 func median(values []float64) float64 {
 	v := slices.Sorted(slices.Values(values))
@@ -138,11 +147,7 @@ func spreadTable(w io.Writer, label string, names, notes []string, runs map[stri
 	for i, name := range names {
 		fmt.Fprintf(w, "| %s%s | %d |", name, notes[i], len(runs[name]))
 		for _, f := range runFigures {
-			values := make([]float64, 0, len(runs[name]))
-			for _, run := range runs[name] {
-				values = append(values, f.get(run))
-			}
-			fmt.Fprintf(w, " %s |", spread(values))
+			fmt.Fprintf(w, " %s |", spread(figures(runs[name], f.get)))
 		}
 		fmt.Fprintln(w)
 	}
@@ -243,13 +248,6 @@ func (r *report) evaluate() {
 	}
 	// Against each earlier build of this operator: no more requests, and the median of time, CPU
 	// and peak RSS no higher than the build's highest run (its noise range).
-	values := func(subject string, get func(fleetResult) float64) []float64 {
-		var out []float64
-		for _, run := range r.Runs[subject] {
-			out = append(out, get(run))
-		}
-		return out
-	}
 	for i := range r.Fleet {
 		b := &r.Fleet[i]
 		if ours == nil || !strings.HasPrefix(b.Subject, subjectOurs+" (") {
@@ -257,7 +255,7 @@ func (r *report) evaluate() {
 		}
 		add("requests per MyProxy / "+b.Subject, ratio(ours.RequestsPerCR, b.RequestsPerCR), 1)
 		for _, f := range runFigures[:3] { // time, CPU, peak RSS
-			mine, theirs := values(ours.Subject, f.get), values(b.Subject, f.get)
+			mine, theirs := figures(r.Runs[ours.Subject], f.get), figures(r.Runs[b.Subject], f.get)
 			if len(mine) > 0 && len(theirs) > 0 {
 				add(f.name+", median / highest run of "+b.Subject, ratio(median(mine), slices.Max(theirs)), 1)
 			}
