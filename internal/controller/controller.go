@@ -245,7 +245,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	applied := status.NewAppliedGenerations(sh.remembered, gvk, status.Namespaced(mgr.GetRESTMapper()))
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: o.Shard, Namespaces: sh.namespaces,
-		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
+		Progress: caches.NewStore[time.Time](sh.remembered, "status_progress_writes", gvk),
+		Gone:     func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
 	var digests *actionclient.Digests // nil: every upgrade check is a dry run
 	if o.FastPaths.On(options.FastDigests) {
 		digests = actionclient.NewDigests(sh.remembered, gvk, sh.lookups, o.Shard.ManagedValue())
@@ -307,10 +308,13 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	if !s.SkipDependentWatches {
 		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(), waiters: sh.waiters,
-			followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
+			followed: sh.followed, owner: gvk, log: log, watched: map[schema.GroupVersionKind]bool{}}
+		if configs.Cached != nil {
+			configs.Cached = dependents.read
+		}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
-			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook(log)))}, opts...)
+			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook))}, opts...)
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {

@@ -54,6 +54,9 @@ type dependentWatches struct {
 	followed *followed
 	waiters  *actionclient.Waiters
 
+	owner schema.GroupVersionKind // the custom resources' kind
+	log   logr.Logger
+
 	mu      sync.Mutex
 	ctrl    reconciler.ControllerSetup
 	watched map[schema.GroupVersionKind]bool
@@ -117,42 +120,53 @@ func (d *dependentWatches) setup(c reconciler.ControllerSetup) error {
 }
 
 // postHook adds the watches a release needs after each install, upgrade and reconcile.
-func (d *dependentWatches) postHook(log logr.Logger) func(*unstructured.Unstructured, *release.Release) error {
-	return func(owner *unstructured.Unstructured, rel *release.Release) error {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
-			var obj unstructured.Unstructured
-			if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
-				return err
-			}
-			if obj.IsList() { // a List is no resource: its items are
-				if err := obj.EachListItem(func(item runtime.Object) error {
-					return d.watch(owner, item.(*unstructured.Unstructured), log)
-				}); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := d.watch(owner, &obj, log); err != nil {
-				return err
-			}
+func (d *dependentWatches) postHook(_ *unstructured.Unstructured, rel *release.Release) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
+			return err
 		}
-		return nil
+		if obj.IsList() { // a List is no resource: its items are
+			if err := obj.EachListItem(func(item runtime.Object) error {
+				return d.watch(item.GetObjectKind().GroupVersionKind())
+			}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := d.watch(obj.GroupVersionKind()); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// watch adds the watch of dependent's kind, unless there is one. Called with d.mu held.
-func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, log logr.Logger) error {
-	gvk := dependent.GroupVersionKind()
-	if gvk.Empty() || d.watched[gvk] {
+// read answers the ownership checks of this kind's releases (helmconfig.Configs.Cached) as
+// followed.read does, but first follows gvk where no watch does yet: the watch a release's post
+// hook would start after its install starts before its first check, which then reads the cache
+// once the kind's informer has synced (a read blocks until then), even for the first releases.
+func (d *dependentWatches) read(gvk schema.GroupVersionKind, key types.NamespacedName) (client.Object, bool) {
+	d.mu.Lock()
+	err := d.watch(gvk)
+	d.mu.Unlock()
+	if err != nil {
+		d.log.Error(err, "Following a dependent kind", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
+	}
+	return d.followed.read(gvk, key)
+}
+
+// watch adds the watch of kind gvk, unless there is one. Called with d.mu held.
+func (d *dependentWatches) watch(gvk schema.GroupVersionKind) error {
+	if gvk.Empty() || d.watched[gvk] || d.ctrl == nil {
 		return nil
 	}
-	namespaced, err := apiutil.IsGVKNamespaced(owner.GroupVersionKind(), d.mapper)
+	namespaced, err := apiutil.IsGVKNamespaced(d.owner, d.mapper)
 	if err != nil {
 		return err
 	}
-	owners := caches.OwnerRequests(owner.GroupVersionKind().GroupKind(), namespaced, true)
+	owners := caches.OwnerRequests(d.owner.GroupKind(), namespaced, true)
 	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), d.wakeOwners(gvk.Kind, owners))); err != nil {
 		return err
 	}
@@ -160,7 +174,7 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 	d.followed.mu.Lock()
 	d.followed.kinds[gvk] = true
 	d.followed.mu.Unlock()
-	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
+	d.log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
 	return nil
 }
 

@@ -68,6 +68,10 @@ type Reconciler struct {
 	// Held, when set, tells which resources a halted rollout holds back, and why: they carry
 	// the RolloutHeld condition until the hold ends (package rollout).
 	Held func(types.NamespacedName) (string, bool)
+	// Progress holds, per resource whose objects are in progress (Ready False, InProgress),
+	// when its status was last written: the next write of its progress waits until
+	// progressInterval later, and the write that ends the progress goes at once.
+	Progress *caches.Store[time.Time]
 
 	sharded    bool        // Shard.Sharded(), read once: unsharded, no reconcile calls into package shard
 	managed    string      // Shard.ManagedValue()
@@ -160,6 +164,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil || changed == nil {
 		return ctrl.Result{}, err
 	}
+	if wait := r.progressWait(req.NamespacedName, desired); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":%s}`, obj.GetResourceVersion(), changed)
 	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsConflict(err) {
@@ -177,7 +184,31 @@ func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
 	}
 	if _, desired, err := r.desired(ctx, u); err == nil && desired != nil {
 		u.Object["status"] = desired
+		r.progressWait(client.ObjectKeyFromObject(u), desired)
 	}
+}
+
+// progressWait is how long a write of status desired of key is held back: while the Ready
+// condition says the release's objects are in progress, their progress is written at most once
+// per progressInterval, so that a rollout's steps (a Deployment's replicas coming up one by one)
+// cost one write per interval, not one per step; any other status goes at once, and ends the
+// wait. Where it returns 0 the status is about to be written, and that write starts the interval.
+func (r *Reconciler) progressWait(key types.NamespacedName, desired map[string]any) time.Duration {
+	k := shard.Key{GVK: r.GVK, NamespacedName: key}
+	conditions, _, _ := unstructured.NestedSlice(desired, names.StatusConditions)
+	if !slices.ContainsFunc(conditions, func(c any) bool {
+		m, _ := c.(map[string]any)
+		return m["type"] == names.ConditionReady && m["reason"] == names.ReasonObjectsInProgress
+	}) {
+		r.Progress.Delete(k)
+		return 0
+	}
+	now := time.Now()
+	if last, ok := r.Progress.Get(k); ok && now.Sub(last) < progressInterval {
+		return progressInterval - now.Sub(last)
+	}
+	r.Progress.Set(k, now)
+	return 0
 }
 
 // desired returns obj's status as stored (current) and as this controller would have it, or a
@@ -371,6 +402,9 @@ const (
 	// bursts of events a rollout brings (a Deployment's status changes several times in a
 	// second) end in one status write.
 	coalesceDelay = 500 * time.Millisecond
+	// progressInterval is the least time between two writes of a resource's status while its
+	// objects are in progress (Reconciler.progressWait).
+	progressInterval = 2 * time.Second
 	// conflictRetry is how soon the Reconciler tries again after its patch met a newer
 	// resourceVersion (the updater wrote in between).
 	conflictRetry = coalesceDelay
