@@ -6,6 +6,7 @@ import (
 
 	"helm.sh/helm/v4/pkg/release/common"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
@@ -21,7 +22,7 @@ func (s claimStep) run() error {
 	r := s.r
 	start := time.Now()
 	claimed := r.obj.DeepCopy()
-	claimed.SetLabels(mergeLabels(claimed.GetLabels(), map[string]string{shard.OwnerLabel: r.c.o.Shard.ID()}))
+	claimed.SetLabels(labels.Merge(claimed.GetLabels(), labels.Set{shard.OwnerLabel: r.c.o.Shard.ID()}))
 	err := r.c.o.Writer.Update(r.ctx, claimed)
 	if err != nil {
 		err = fmt.Errorf("claiming it for shard %q: %w", r.c.o.Shard.ID(), err)

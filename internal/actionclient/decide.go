@@ -76,10 +76,6 @@ const (
 	UninstallWhenGone Step = "uninstall, when its objects are gone"
 )
 
-// Steps lists every step.
-var Steps = []Step{Refuse, Stop, ClaimStep, Unlock, Install, RemoveFailedInstall, Upgrade, Rollback, Unchanged, Hold,
-	Uninstall, UninstallWhenGone}
-
 // State is what is known of one custom resource's release when its reconcile begins: gathered
 // once, before anything is written.
 type State struct {
@@ -108,22 +104,6 @@ type Decision struct {
 	Step          Step
 	// OnFailure follows Step when it fails after Helm recorded a revision; "" for none.
 	OnFailure Step
-}
-
-// All lists the decision's steps in the order they may run.
-func (d Decision) All() []Step {
-	var out []Step
-	if d.Claim {
-		out = append(out, ClaimStep)
-	}
-	if d.Unlock {
-		out = append(out, Unlock)
-	}
-	out = append(out, d.Step)
-	if d.OnFailure != "" {
-		out = append(out, d.OnFailure)
-	}
-	return out
 }
 
 // Decide is the one place that says what happens to a release. Like Flux's

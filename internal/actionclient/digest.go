@@ -24,6 +24,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -175,7 +176,7 @@ func proven(cur *release.Release, dg digests, lookups int) *release.Release {
 		return nil
 	}
 	rel := *cur
-	rel.Labels = mergeLabels(cur.Labels, digestLabels(dg, lookups, cur.Version))
+	rel.Labels = labels.Merge(cur.Labels, digestLabels(dg, lookups, cur.Version))
 	if maps.Equal(rel.Labels, cur.Labels) {
 		return nil
 	}
@@ -221,13 +222,6 @@ func ChartDigest(chrt *chart.Chart) string { return digestChart(chrt)[:32] }
 func digestLabels(d digests, lookups, revision int) map[string]string {
 	return map[string]string{DigestLabel: d.all, ChartDigestLabel: d.chart, LookupsLabel: strconv.Itoa(lookups),
 		RevisionLabel: strconv.Itoa(revision)}
-}
-
-func mergeLabels(labels, add map[string]string) map[string]string {
-	out := make(map[string]string, len(labels)+len(add))
-	maps.Copy(out, labels)
-	maps.Copy(out, add)
-	return out
 }
 
 // chartInfo is what a loaded chart contributes to digests.

@@ -26,10 +26,8 @@ func (s installStep) run() (*release.Release, error) {
 	start := time.Now()
 	rel, err := act(r, func() (*release.Release, error) {
 		i := r.newInstall()
-		i.DisableHooks, i.Description = s.o.DisableHooks, s.o.Description
-		i.Labels = labels
-		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: true, Answers: helmconfig.FromCacheOrAbsent})
-		defer done()
+		i.DisableHooks, i.Description, i.Labels = s.o.DisableHooks, s.o.Description, labels
+		defer helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: true, Answers: helmconfig.FromCacheOrAbsent})()
 		out, err := i.Run(copyChart(r.c.o.Chart), r.known.vals)
 		rel, _ := asRelease(out)
 		return rel, err

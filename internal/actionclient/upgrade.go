@@ -32,11 +32,9 @@ func (s upgradeStep) run() (*release.Release, error) {
 	start := time.Now()
 	rel, err := act(r, func() (*release.Release, error) {
 		u := r.newUpgrade()
-		u.DisableHooks, u.Description = s.o.DisableHooks, s.o.Description
+		u.DisableHooks, u.Description, u.Labels = s.o.DisableHooks, s.o.Description, labels
 		u.ServerSideApply, u.ForceReplace, u.ForceConflicts = force(cur.ApplyMethod, s.o.Force)
-		u.Labels = labels
-		done := helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Answers: helmconfig.FromCacheOrAbsent})
-		defer done()
+		defer helmconfig.SetAction(r.cfg, helmconfig.Action{ServerSide: u.ForceConflicts, Answers: helmconfig.FromCacheOrAbsent})()
 		out, err := u.Run(r.obj.GetName(), copyChart(r.c.o.Chart), r.known.vals)
 		rel, _ := asRelease(out)
 		return rel, err

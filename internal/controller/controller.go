@@ -168,9 +168,7 @@ func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p P
 			return nil, err
 		}
 	}
-	if sh.remembered, err = caches.ProcessRemembered(); err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
-	}
+	sh.remembered, _ = caches.ProcessRemembered() // its error was helmMetrics', above
 	sh.waiters = actionclient.NewWaiters(sh.remembered, func(k shard.Key) { sh.queues.Add(k.GVK, k.NamespacedName) },
 		sh.followed.stillTaken(mgr.GetAPIReader()))
 	sh.remembered.Register("lookup_followers", schema.GroupVersionKind{}, sh.lookups.Forget, sh.lookups.Following)
@@ -297,7 +295,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		reconciler.WithUninstallAnnotations(UninstallAnnotations...),
 		reconciler.WithPauseReconcileHandler(PauseHandler(recorder)),
 		reconciler.WithPostHook(actionclient.PostHook(applied.Applied)),
-		reconciler.WithPostHook(actionclient.PostHook(PeriodHook(sh.queues.For(w.GroupVersionKind).AddAfter, s.ReconcilePeriod, o.MinReconcilePeriod))),
+		reconciler.WithPostHook(actionclient.PostHook(PeriodHook(func(k types.NamespacedName, d time.Duration) { sh.queues.AddAfter(gvk, k, d) }, s.ReconcilePeriod, o.MinReconcilePeriod))),
 		reconciler.WithControllerSetupFunc(WatchCheckedSecrets(sh.secrets, mgr.GetCache(), w.GroupVersionKind, declaration.Kind.Checks)),
 		reconciler.WithControllerSetupFunc(sh.queues.Register(w.GroupVersionKind)),
 		reconciler.WithControllerSetupFunc(watchReleaseRecords(sh.records, w.GroupVersionKind, sh.releaseRecords, sh.waiters)),

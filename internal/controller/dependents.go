@@ -34,8 +34,9 @@ import (
 
 // dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
 // goes. It stands in for helm-operator-plugins' own dependent watches (turned off with
-// reconciler.SkipDependentWatches) and keeps their rules: a kind is watched from the first
-// release that renders it, and an object wakes the custom resource it points at through its
+// reconciler.SkipDependentWatches) and keeps their rules: a kind is watched once a release
+// renders it (here from its first ownership check, before the release is applied, see read;
+// upstream from the post hook after it), and an object wakes the custom resource it points at through its
 // owner reference, where the release object can carry one (same namespace, no keep policy),
 // or through the owner annotations otherwise; creates and generic events wake nothing. Unlike
 // the upstream hook, which watches a kind one way only (the way of the first object of the kind

@@ -63,15 +63,3 @@ func (q *Queues) AddAfter(gvk schema.GroupVersionKind, key types.NamespacedName,
 	}
 	queue.AddAfter(reconcile.Request{NamespacedName: key}, d)
 }
-
-// Kind is the queue of one kind's reconciler.
-type Kind struct {
-	queues *Queues
-	gvk    schema.GroupVersionKind
-}
-
-// For returns the queue of gvk's reconciler.
-func (q *Queues) For(gvk schema.GroupVersionKind) Kind { return Kind{queues: q, gvk: gvk} }
-
-// AddAfter queues a custom resource of this kind after d.
-func (k Kind) AddAfter(key types.NamespacedName, d time.Duration) { k.queues.AddAfter(k.gvk, key, d) }

@@ -40,7 +40,7 @@ func TestQueuesReachTheReconcilersQueue(t *testing.T) {
 	queue.Done(reconcile.Request{NamespacedName: key})
 
 	start := time.Now()
-	q.For(gvk).AddAfter(key, 100*time.Millisecond)
+	q.AddAfter(gvk, key, 100*time.Millisecond)
 	if got, _ := queue.Get(); got.NamespacedName != key || time.Since(start) < 100*time.Millisecond {
 		t.Errorf("AddAfter: got %v after %s, want %v after 100ms", got, time.Since(start), key)
 	}

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -101,12 +102,7 @@ func (m *Migration) crd(ctx context.Context, k Kind) (*unstructured.Unstructured
 // when it wrote it. A conflict reads it again and retries.
 func (m *Migration) rewrite(ctx context.Context, obj *unstructured.Unstructured, version string) (int, error) {
 	for obj.GetAnnotations()[names.StoredVersionAnnotation] != version {
-		a := obj.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[names.StoredVersionAnnotation] = version
-		obj.SetAnnotations(a)
+		obj.SetAnnotations(labels.Merge(obj.GetAnnotations(), labels.Set{names.StoredVersionAnnotation: version}))
 		err := m.Writer.Update(ctx, obj) // stored at the storage version, as every write is
 		if err == nil {
 			return 1, nil

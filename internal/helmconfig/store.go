@@ -271,11 +271,9 @@ func (s *Store) record(verb, key string, rel release.Releaser, stamp string) (*r
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: failed to encode release %q: %w", verb, rls.Name, err)
 	}
-	lbs := map[string]string{}
-	maps.Copy(lbs, rls.Labels)
-	lbs[stamp] = strconv.FormatInt(time.Now().Unix(), 10)
-	lbs[names.RecordNameLabel], lbs[names.RecordOwnerLabel] = rls.Name, names.RecordOwnerHelm
-	lbs["status"], lbs["version"] = rls.Info.Status.String(), strconv.Itoa(rls.Version)
+	lbs := labels.Merge(rls.Labels, labels.Set{stamp: strconv.FormatInt(time.Now().Unix(), 10),
+		names.RecordNameLabel: rls.Name, names.RecordOwnerLabel: names.RecordOwnerHelm,
+		"status": rls.Info.Status.String(), "version": strconv.Itoa(rls.Version)})
 	return rls, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: key, Labels: lbs, OwnerReferences: []metav1.OwnerReference{s.owner}},
 		Type:       recordType,
