@@ -306,13 +306,10 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	if !s.SkipDependentWatches {
 		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(), waiters: sh.waiters,
-			followed: sh.followed, owner: gvk, log: log, watched: map[schema.GroupVersionKind]bool{}}
-		if configs.Cached != nil {
-			configs.Cached = dependents.read
-		}
+			followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
-			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook))}, opts...)
+			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook(log)))}, opts...)
 	}
 	r, err := reconciler.New(opts...)
 	if err != nil {

@@ -34,9 +34,8 @@ import (
 
 // dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
 // goes. It stands in for helm-operator-plugins' own dependent watches (turned off with
-// reconciler.SkipDependentWatches) and keeps their rules: a kind is watched once a release
-// renders it (here from its first ownership check, before the release is applied, see read;
-// upstream from the post hook after it), and an object wakes the custom resource it points at through its
+// reconciler.SkipDependentWatches) and keeps their rules: a kind is watched from the first
+// release that renders it, and an object wakes the custom resource it points at through its
 // owner reference, where the release object can carry one (same namespace, no keep policy),
 // or through the owner annotations otherwise; creates and generic events wake nothing. Unlike
 // the upstream hook, which watches a kind one way only (the way of the first object of the kind
@@ -54,9 +53,6 @@ type dependentWatches struct {
 	cache    cache.Cache
 	followed *followed
 	waiters  *actionclient.Waiters
-
-	owner schema.GroupVersionKind // the custom resources' kind
-	log   logr.Logger
 
 	mu      sync.Mutex
 	ctrl    reconciler.ControllerSetup
@@ -121,53 +117,42 @@ func (d *dependentWatches) setup(c reconciler.ControllerSetup) error {
 }
 
 // postHook adds the watches a release needs after each install, upgrade and reconcile.
-func (d *dependentWatches) postHook(_ *unstructured.Unstructured, rel *release.Release) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
-		var obj unstructured.Unstructured
-		if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
-			return err
-		}
-		if obj.IsList() { // a List is no resource: its items are
-			if err := obj.EachListItem(func(item runtime.Object) error {
-				return d.watch(item.GetObjectKind().GroupVersionKind())
-			}); err != nil {
+func (d *dependentWatches) postHook(log logr.Logger) func(*unstructured.Unstructured, *release.Release) error {
+	return func(owner *unstructured.Unstructured, rel *release.Release) error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
+			var obj unstructured.Unstructured
+			if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
 				return err
 			}
-			continue
+			if obj.IsList() { // a List is no resource: its items are
+				if err := obj.EachListItem(func(item runtime.Object) error {
+					return d.watch(owner, item.(*unstructured.Unstructured), log)
+				}); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := d.watch(owner, &obj, log); err != nil {
+				return err
+			}
 		}
-		if err := d.watch(obj.GroupVersionKind()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// read answers the ownership checks of this kind's releases (helmconfig.Configs.Cached) as
-// followed.read does, but first follows gvk where no watch does yet: the watch a release's post
-// hook would start after its install starts before its first check, which then reads the cache
-// once the kind's informer has synced (a read blocks until then), even for the first releases.
-func (d *dependentWatches) read(gvk schema.GroupVersionKind, key types.NamespacedName) (client.Object, bool) {
-	d.mu.Lock()
-	err := d.watch(gvk)
-	d.mu.Unlock()
-	if err != nil {
-		d.log.Error(err, "Following a dependent kind", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
-	}
-	return d.followed.read(gvk, key)
-}
-
-// watch adds the watch of kind gvk, unless there is one. Called with d.mu held.
-func (d *dependentWatches) watch(gvk schema.GroupVersionKind) error {
-	if gvk.Empty() || d.watched[gvk] || d.ctrl == nil {
 		return nil
 	}
-	namespaced, err := apiutil.IsGVKNamespaced(d.owner, d.mapper)
+}
+
+// watch adds the watch of dependent's kind, unless there is one. Called with d.mu held.
+func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, log logr.Logger) error {
+	gvk := dependent.GroupVersionKind()
+	if gvk.Empty() || d.watched[gvk] {
+		return nil
+	}
+	namespaced, err := apiutil.IsGVKNamespaced(owner.GroupVersionKind(), d.mapper)
 	if err != nil {
 		return err
 	}
-	owners := caches.OwnerRequests(d.owner.GroupKind(), namespaced, true)
+	owners := caches.OwnerRequests(owner.GroupVersionKind().GroupKind(), namespaced, true)
 	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), d.wakeOwners(gvk.Kind, owners))); err != nil {
 		return err
 	}
@@ -175,7 +160,7 @@ func (d *dependentWatches) watch(gvk schema.GroupVersionKind) error {
 	d.followed.mu.Lock()
 	d.followed.kinds[gvk] = true
 	d.followed.mu.Unlock()
-	d.log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
+	log.V(1).Info("Watching dependent resource", "dependentAPIVersion", gvk.GroupVersion(), "dependentKind", gvk.Kind)
 	return nil
 }
 
