@@ -165,8 +165,9 @@ func TestRBACIsWhatTheOperatorUses(t *testing.T) {
 func waitJSONPath(t *testing.T, ns, obj, path, want string) {
 	t.Helper()
 	harness.Eventually(t, 120*time.Second, obj+" "+path+"="+want, func(context.Context) (bool, string) {
-		got := kubectl(t, "get", "-n", ns, obj, "-o", "jsonpath="+path)
-		return got == want, got
+		// The object may not exist yet (a Deployment the operator is about to create).
+		got, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "-n", ns, obj, "-o", "jsonpath="+path)
+		return err == nil && got == want, got
 	})
 }
 
