@@ -70,7 +70,7 @@ type Reconciler struct {
 	Held func(types.NamespacedName) (string, bool)
 	// Progress holds, per resource whose objects are in progress (Ready False, InProgress),
 	// when its status was last written: the next write of its progress waits until
-	// progressInterval later, and the write that ends the progress goes at once.
+	// progressInterval later, and the write that ends the progress goes at once. Required.
 	Progress *caches.Store[time.Time]
 
 	sharded    bool        // Shard.Sharded(), read once: unsharded, no reconcile calls into package shard
@@ -161,14 +161,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// keeps a concurrent write of the Helm reconciler's conditions from being overwritten; on
 	// conflict the request comes back.
 	changed, err := statusPatch(current, desired)
+	wait := r.progressWait(req.NamespacedName, desired)
 	if err != nil || changed == nil {
 		return ctrl.Result{}, err
 	}
-	if wait := r.progressWait(req.NamespacedName, desired); wait > 0 {
+	if wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":%s}`, obj.GetResourceVersion(), changed)
 	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+	if err == nil {
+		r.progressWritten(req.NamespacedName, desired)
+	}
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
@@ -184,31 +188,48 @@ func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
 	}
 	if _, desired, err := r.desired(ctx, u); err == nil && desired != nil {
 		u.Object["status"] = desired
-		r.progressWait(client.ObjectKeyFromObject(u), desired)
+		r.progressWritten(client.ObjectKeyFromObject(u), desired)
 	}
 }
 
 // progressWait is how long a write of status desired of key is held back: while the Ready
 // condition says the release's objects are in progress, their progress is written at most once
-// per progressInterval, so that a rollout's steps (a Deployment's replicas coming up one by one)
-// cost one write per interval, not one per step; any other status goes at once, and ends the
-// wait. Where it returns 0 the status is about to be written, and that write starts the interval.
+// per progressInterval after the last write (progressWritten), so that a rollout's steps (a
+// Deployment's replicas coming up one by one) cost one write per interval, not one per step;
+// the whole patch waits, whatever else it carries. Any other status goes at once, and ends the
+// wait.
 func (r *Reconciler) progressWait(key types.NamespacedName, desired map[string]any) time.Duration {
 	k := shard.Key{GVK: r.GVK, NamespacedName: key}
-	conditions, _, _ := unstructured.NestedSlice(desired, names.StatusConditions)
-	if !slices.ContainsFunc(conditions, func(c any) bool {
-		m, _ := c.(map[string]any)
-		return m["type"] == names.ConditionReady && m["reason"] == names.ReasonObjectsInProgress
-	}) {
+	if !inProgress(desired) {
 		r.Progress.Delete(k)
 		return 0
 	}
-	now := time.Now()
-	if last, ok := r.Progress.Get(k); ok && now.Sub(last) < progressInterval {
-		return progressInterval - now.Sub(last)
+	last, ok := r.Progress.Get(k)
+	if !ok {
+		return 0
 	}
-	r.Progress.Set(k, now)
-	return 0
+	return max(0, progressInterval-time.Since(last))
+}
+
+// progressWritten records that status desired of key was written, or is about to be (the
+// updater's write, Fill): a write that then fails or is skipped holds the next one back by at
+// most progressInterval.
+func (r *Reconciler) progressWritten(key types.NamespacedName, desired map[string]any) {
+	k := shard.Key{GVK: r.GVK, NamespacedName: key}
+	if inProgress(desired) {
+		r.Progress.Set(k, time.Now())
+	} else {
+		r.Progress.Delete(k)
+	}
+}
+
+// inProgress tells whether status's Ready condition says the release's objects are in progress.
+func inProgress(status map[string]any) bool {
+	conditions, _, _ := unstructured.NestedSlice(status, names.StatusConditions)
+	return slices.ContainsFunc(conditions, func(c any) bool {
+		m, _ := c.(map[string]any)
+		return m["type"] == names.ConditionReady && m["reason"] == names.ReasonObjectsInProgress
+	})
 }
 
 // desired returns obj's status as stored (current) and as this controller would have it, or a

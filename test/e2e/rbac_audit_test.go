@@ -167,6 +167,9 @@ func waitJSONPath(t *testing.T, ns, obj, path, want string) {
 	harness.Eventually(t, 120*time.Second, obj+" "+path+"="+want, func(context.Context) (bool, string) {
 		// The object may not exist yet (a Deployment the operator is about to create).
 		got, err := harness.RunErr(nil, "kubectl", "--kubeconfig", kubeconfig, "get", "-n", ns, obj, "-o", "jsonpath="+path)
+		if err != nil && !strings.Contains(got, "NotFound") {
+			t.Fatalf("kubectl get -n %s %s: %v\n%s", ns, obj, err, got)
+		}
 		return err == nil && got == want, got
 	})
 }

@@ -69,7 +69,9 @@ func TestAKindsAPIChangesWithItsChart(t *testing.T) {
 	crd := "myproxies." + versionsGroup
 	// Bounded: after a failure, resources whose finalizer the stopped operator can no longer
 	// remove keep the CRD terminating.
-	t.Cleanup(func() { _, _ = harness.RunErr(env, "kubectl", "delete", "crd", crd, "--ignore-not-found", "--timeout=60s") })
+	t.Cleanup(func() {
+		_, _ = harness.RunErr(env, "kubectl", "delete", "crd", crd, "--ignore-not-found", "--timeout=60s")
+	})
 	kubectl(t, "wait", "--for=condition=Established", "crd/"+crd, "--timeout=60s")
 	c := harness.NewClient(t, harness.ConfigFromKubeconfig(t, kubeconfig))
 	ns := harness.Namespace(t, c, nil)
