@@ -243,8 +243,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	applied := status.NewAppliedGenerations(sh.remembered, gvk, status.Namespaced(mgr.GetRESTMapper()))
 	statusReconciler := &status.Reconciler{Client: mgr.GetClient(), GVK: gvk, Applied: applied,
 		Declaration: declaration, MaxConcurrentReconciles: s.MaxConcurrentReconciles, Shard: o.Shard, Namespaces: sh.namespaces,
-		Progress: caches.NewStore[time.Time](sh.remembered, "status_progress_writes", gvk),
-		Gone:     func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
+		Gone: func(key types.NamespacedName) { sh.remembered.Forget(shard.Key{GVK: gvk, NamespacedName: key}) }}
 	var digests *actionclient.Digests // nil: every upgrade check is a dry run
 	if o.FastPaths.On(options.FastDigests) {
 		digests = actionclient.NewDigests(sh.remembered, gvk, sh.lookups, o.Shard.ManagedValue())

@@ -13,9 +13,7 @@
 //     generation; the updater's write then carries the Reconciler's fields too (PluginWrites
 //     fills them), and the Reconciler, woken wakeDelay later, finds nothing left to write;
 //   - a release object changes (a Deployment becomes available): the Reconciler patches what
-//     changed, its events coalesced for coalesceDelay; while the objects are in progress, at
-//     most once per progressInterval (the updater's write counts), and the end of the
-//     progress at once;
+//     changed, its events coalesced for coalesceDelay;
 //   - the updater rewrites status without the Reconciler's fields (its schema has none):
 //     PluginWrites carries them over from the cached object of the version written.
 //

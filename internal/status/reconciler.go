@@ -68,10 +68,6 @@ type Reconciler struct {
 	// Held, when set, tells which resources a halted rollout holds back, and why: they carry
 	// the RolloutHeld condition until the hold ends (package rollout).
 	Held func(types.NamespacedName) (string, bool)
-	// Progress holds, per resource whose objects are in progress (Ready False, InProgress),
-	// when its status was last written: the next write of its progress waits until
-	// progressInterval later, and the write that ends the progress goes at once. Required.
-	Progress *caches.Store[time.Time]
 
 	sharded    bool        // Shard.Sharded(), read once: unsharded, no reconcile calls into package shard
 	managed    string      // Shard.ManagedValue()
@@ -161,18 +157,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// keeps a concurrent write of the Helm reconciler's conditions from being overwritten; on
 	// conflict the request comes back.
 	changed, err := statusPatch(current, desired)
-	wait := r.progressWait(req.NamespacedName, desired)
 	if err != nil || changed == nil {
 		return ctrl.Result{}, err
 	}
-	if wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":%s}`, obj.GetResourceVersion(), changed)
 	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
-	if err == nil {
-		r.progressWritten(req.NamespacedName, desired)
-	}
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
@@ -188,48 +177,7 @@ func (r *Reconciler) Fill(ctx context.Context, u *unstructured.Unstructured) {
 	}
 	if _, desired, err := r.desired(ctx, u); err == nil && desired != nil {
 		u.Object["status"] = desired
-		r.progressWritten(client.ObjectKeyFromObject(u), desired)
 	}
-}
-
-// progressWait is how long a write of status desired of key is held back: while the Ready
-// condition says the release's objects are in progress, their progress is written at most once
-// per progressInterval after the last write (progressWritten), so that a rollout's steps (a
-// Deployment's replicas coming up one by one) cost one write per interval, not one per step;
-// the whole patch waits, whatever else it carries. Any other status goes at once, and ends the
-// wait.
-func (r *Reconciler) progressWait(key types.NamespacedName, desired map[string]any) time.Duration {
-	k := shard.Key{GVK: r.GVK, NamespacedName: key}
-	if !inProgress(desired) {
-		r.Progress.Delete(k)
-		return 0
-	}
-	last, ok := r.Progress.Get(k)
-	if !ok {
-		return 0
-	}
-	return max(0, progressInterval-time.Since(last))
-}
-
-// progressWritten records that status desired of key was written, or is about to be (the
-// updater's write, Fill): a write that then fails or is skipped holds the next one back by at
-// most progressInterval.
-func (r *Reconciler) progressWritten(key types.NamespacedName, desired map[string]any) {
-	k := shard.Key{GVK: r.GVK, NamespacedName: key}
-	if inProgress(desired) {
-		r.Progress.Set(k, time.Now())
-	} else {
-		r.Progress.Delete(k)
-	}
-}
-
-// inProgress tells whether status's Ready condition says the release's objects are in progress.
-func inProgress(status map[string]any) bool {
-	conditions, _, _ := unstructured.NestedSlice(status, names.StatusConditions)
-	return slices.ContainsFunc(conditions, func(c any) bool {
-		m, _ := c.(map[string]any)
-		return m["type"] == names.ConditionReady && m["reason"] == names.ReasonObjectsInProgress
-	})
 }
 
 // desired returns obj's status as stored (current) and as this controller would have it, or a
@@ -423,9 +371,6 @@ const (
 	// bursts of events a rollout brings (a Deployment's status changes several times in a
 	// second) end in one status write.
 	coalesceDelay = 500 * time.Millisecond
-	// progressInterval is the least time between two writes of a resource's status while its
-	// objects are in progress (Reconciler.progressWait).
-	progressInterval = 2 * time.Second
 	// conflictRetry is how soon the Reconciler tries again after its patch met a newer
 	// resourceVersion (the updater wrote in between).
 	conflictRetry = coalesceDelay

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -25,10 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/chartapi"
 	"github.com/example/myproxy-operator/internal/names"
-	"github.com/example/myproxy-operator/internal/shard"
 )
 
 var myProxyGVK = schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}
@@ -88,7 +85,7 @@ func statusReconciler(t *testing.T, objs ...client.Object) (*Reconciler, client.
 	}
 	watches := &watchRecorder{}
 	r := &Reconciler{Client: c, GVK: myProxyGVK, Declaration: decl, Applied: NewAppliedGenerations(nil, myProxyGVK, Namespaced(mapper)),
-		Progress: caches.NewStore[time.Time](nil, "status_progress_writes", myProxyGVK), objects: readerCache{reader: c}, controller: watches}
+		objects: readerCache{reader: c}, controller: watches}
 	return r, c, watches
 }
 
@@ -247,88 +244,17 @@ func TestTheUpdaterWriteLeavesTheReconcilerNothingToPatch(t *testing.T) {
 	if patches != 0 {
 		t.Errorf("the Reconciler patched %d times after the updater's filled write, want 0", patches)
 	}
-	// A change the write could not know of (the Deployment appears) is the Reconciler's to write,
-	// as progress: once the interval since the updater's write has passed.
+	// A change the write could not know of (the Deployment appears) is the Reconciler's to write.
 	deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels, Generation: 1},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1"}}}}}}
 	if err := c.Create(context.Background(), deployment); err != nil {
 		t.Fatal(err)
 	}
-	r.Progress.Set(shard.Key{GVK: myProxyGVK, NamespacedName: key}, time.Now().Add(-progressInterval))
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
 		t.Fatal(err)
 	}
 	if patches != 1 {
 		t.Errorf("the Reconciler patched %d times after the Deployment appeared, want 1", patches)
-	}
-}
-
-// While a release's objects are in progress, their progress is written at most once per
-// progressInterval, the updater's write included; the status that ends it goes at once.
-func TestProgressIsWrittenOncePerInterval(t *testing.T) {
-	labels := map[string]string{"app.kubernetes.io/component": "proxy", "app.kubernetes.io/instance": "edge"}
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels, Generation: 1},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:1"}}}}},
-	}
-	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Labels: labels},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	cr := myProxy(condition(names.ConditionInitialized))
-	r, c, _ := statusReconciler(t, cr, deployment, service)
-	var patches int
-	r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			patches++
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		}})
-	key := types.NamespacedName{Namespace: "team", Name: "edge"}
-	if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
-		t.Fatal(err)
-	}
-	// The updater writes the install's outcome, the Deployment not started yet.
-	written := getMyProxy(t, c, key)
-	written.Object["status"] = map[string]any{"conditions": []any{condition(names.ConditionDeployed)},
-		"deployedRelease": map[string]any{"name": "edge"}}
-	if err := pluginWrite(c, PluginWrites{Cached: c, GVK: myProxyGVK, Fill: r.Fill}, written); err != nil {
-		t.Fatal(err)
-	}
-	setStatus := func(s appsv1.DeploymentStatus) {
-		t.Helper()
-		deployment.Status = s
-		if err := c.Status().Update(context.Background(), deployment); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reconcile := func() time.Duration {
-		t.Helper()
-		res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.RequeueAfter
-	}
-	// A step of the rollout right after that write waits for the interval.
-	setStatus(appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, UnavailableReplicas: 1})
-	if wait := reconcile(); patches != 0 || wait <= 0 || wait > progressInterval {
-		t.Fatalf("a step of the progress right after the updater's write: %d patches, requeued after %v; want none, within %v", patches, wait, progressInterval)
-	}
-	// Once the interval has passed, it is written.
-	r.Progress.Set(shard.Key{GVK: myProxyGVK, NamespacedName: key}, time.Now().Add(-progressInterval))
-	if wait := reconcile(); patches != 1 || wait != 0 {
-		t.Fatalf("the progress after the interval: %d patches, requeued after %v; want one, no requeue", patches, wait)
-	}
-	if v, _, _ := unstructured.NestedFieldNoCopy(getMyProxy(t, c, key).Object, "status", "readyReplicas"); v != int64(1) {
-		t.Errorf("status.readyReplicas = %v, want 1", v)
-	}
-	// The status that ends the progress goes at once, however recent the last write.
-	setStatus(appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}})
-	if wait := reconcile(); patches != 2 || wait != 0 {
-		t.Fatalf("the end of the progress: %d patches, requeued after %v; want a second patch, no requeue", patches, wait)
-	}
-	if _, held := r.Progress.Get(shard.Key{GVK: myProxyGVK, NamespacedName: key}); held {
-		t.Error("the progress is still remembered after it ended")
 	}
 }

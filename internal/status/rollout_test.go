@@ -62,9 +62,7 @@ func TestReadyLiveIsReadyAndTheGatingConditions(t *testing.T) {
 func TestRolloutHeldComesAndGoesWithTheHold(t *testing.T) {
 	key := types.NamespacedName{Namespace: "team", Name: "edge"}
 	cr := myProxy(condition(names.ConditionDeployed))
-	// Every object ready: the hold's end is not held back as progress (progressWait).
-	service := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge"}}
-	r, c, _ := statusReconciler(t, cr, availableDeployment(map[string]string{"app.kubernetes.io/component": "proxy"}), service)
+	r, c, _ := statusReconciler(t, cr, availableDeployment(map[string]string{"app.kubernetes.io/component": "proxy"}))
 	if err := r.Applied.Applied(cr, &release.Release{Manifest: proxyManifest}); err != nil {
 		t.Fatal(err)
 	}
