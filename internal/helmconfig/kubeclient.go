@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -222,11 +223,14 @@ func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOpt
 
 // Update implements kube.Interface: the objects it creates (those original has not) are
 // created as Create creates them; an object it keeps is written only while it is the one the
-// release holds (the UID the cache holds; an object the cache says is another release's is not
-// written at all).
+// release holds: the UID the cache holds, else the UID read (the cache holds only the objects
+// of this shard, in the namespaces it watches, and may not have heard of one yet); an object
+// another release holds is not written at all, and one that is absent (a failed install's
+// manifest names objects it never created) is applied server-side as a created one is.
 func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
 	c.answers.Store(int32(Live))
 	created := target.Difference(original)
+	absent := slices.Clone(created)
 	for _, info := range target {
 		m, err := meta.Accessor(info.Object)
 		if err != nil {
@@ -236,15 +240,27 @@ func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.Cli
 			if c.action.ServerSide {
 				m.SetResourceVersion(AbsentVersion)
 			}
-		} else if live := c.cached(info); live != nil {
+			continue
+		}
+		live := c.cached(info)
+		if live == nil {
+			if live, err = c.get(info); err != nil {
+				return &kube.Result{}, err
+			}
+		}
+		switch {
+		case live != nil:
 			if err := Owns(live, info.Mapping.GroupVersionKind.Kind, c.release, c.releaseNS); err != nil {
 				return &kube.Result{}, err
 			}
 			m.SetUID(live.GetUID())
+		case c.action.ServerSide:
+			m.SetResourceVersion(AbsentVersion)
+			absent = append(absent, info)
 		}
 	}
 	res, err := c.Client.Update(original, target, opts...)
-	return res, c.taken(created, err)
+	return res, c.taken(absent, err)
 }
 
 // AbsentVersion is the resource version an apply that creates is sent with: the apiserver takes
@@ -284,16 +300,11 @@ func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropag
 	for _, info := range objs {
 		live := c.cached(info)
 		if live == nil {
-			obj, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
+			var err error
+			if live, err = c.get(info); err != nil {
 				errs = append(errs, err)
-				continue
 			}
-			if live, err = meta.Accessor(obj); err != nil {
-				errs = append(errs, err)
+			if live == nil {
 				continue
 			}
 		}
@@ -324,6 +335,18 @@ func (c *kubeClient) cached(info *resource.Info) metav1.Object {
 		return nil // a nil pointer in an interface is not a nil interface
 	}
 	return obj
+}
+
+// get reads the object of info from the apiserver: nil when it is absent.
+func (c *kubeClient) get(info *resource.Info) (metav1.Object, error) {
+	obj, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return meta.Accessor(obj)
 }
 
 // IsReachable answers Helm's check before every action from the capabilities: the apiserver

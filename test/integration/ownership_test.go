@@ -12,16 +12,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v4/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/test/harness"
 )
@@ -484,4 +488,79 @@ func auditedOperatorWrites(t *testing.T, path, user string) []operatorWrite {
 		out = append(out, operatorWrite{resource: ev.ObjectRef.Resource, dryRun: strings.Contains(ev.RequestURI, "dryRun=All")})
 	}
 	return out
+}
+
+// An upgrade writes an object its release keeps (the last revision names it) only while it is
+// that release's, whatever the cache of release objects knows of it: the object another release
+// holds is not written, and its owner is named, when the cache holds it, when the cache does not
+// follow its kind, and when the cache follows the kind but has not heard of the object yet (in
+// both, the object is read). Two processes acting on one release's failed install, whose
+// manifest names objects it never created, meet the last case. Server-side and client-side.
+func TestAnUpgradeNeverWritesAKeptObjectAnotherReleaseHolds(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	ns := newNamespace(t, c, nil)
+	configs, err := helmconfig.New(cfg, c.RESTMapper(), helmconfig.Settings{Managed: names.ManagedValue, Records: helmconfig.NewRecords(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// apply sends release's ConfigMap "shared" through its kube client: an Update whose last
+	// revision had it when upgrade, else a Create.
+	apply := func(release string, serverSide, upgrade bool) error {
+		owner := harness.MyProxy(ns, release, nil)
+		cfg, _, err := configs.For(ctx, owner, logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifest := fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  annotations: {%s: %s, %s: %s}\ndata: {by: %s}\n",
+			names.HelmReleaseNameAnnotation, release, names.HelmReleaseNamespaceAnnotation, ns, release)
+		build := func() kube.ResourceList {
+			objs, err := cfg.KubeClient.Build(strings.NewReader(manifest), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}
+		defer helmconfig.SetAction(cfg, helmconfig.Action{ServerSide: serverSide})()
+		if !upgrade {
+			_, err = cfg.KubeClient.Create(build(), kube.ClientCreateOptionServerSideApply(serverSide, false))
+			return err
+		}
+		_, err = cfg.KubeClient.Update(build(), build(), kube.ClientUpdateOptionServerSideApply(serverSide, false),
+			kube.ClientUpdateOptionThreeWayMergeForUnstructured(!serverSide))
+		return err
+	}
+	if err := apply("winner", true, false); err != nil {
+		t.Fatal(err)
+	}
+	shared := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "shared"}, shared); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cache  string
+		cached func(schema.GroupVersionKind, types.NamespacedName) (client.Object, bool)
+	}{
+		{"holds it", func(schema.GroupVersionKind, types.NamespacedName) (client.Object, bool) {
+			return shared.DeepCopy(), true
+		}},
+		{"does not follow ConfigMaps", nil},
+		{"follows ConfigMaps but has not heard of it", func(schema.GroupVersionKind, types.NamespacedName) (client.Object, bool) { return nil, true }},
+	} {
+		for _, serverSide := range []bool{true, false} {
+			configs.Cached = tc.cached
+			err := apply("loser", serverSide, true)
+			if taken := helmconfig.Taken(err); taken == nil || taken.Release != "winner" {
+				t.Errorf("the cache %s, server-side %v: the upgrade's error %v, want one naming release winner", tc.cache, serverSide, err)
+			}
+			after := &corev1.ConfigMap{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(shared), after); err != nil {
+				t.Fatal(err)
+			}
+			if after.UID != shared.UID || after.ResourceVersion != shared.ResourceVersion {
+				t.Fatalf("the cache %s, server-side %v: the winner's ConfigMap was written: %v, data %v", tc.cache, serverSide,
+					after.Annotations, after.Data)
+			}
+		}
+	}
 }
