@@ -226,7 +226,8 @@ func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOpt
 // release holds: the UID the cache holds, else the UID read (the cache holds only the objects
 // of this shard, in the namespaces it watches, and may not have heard of one yet); an object
 // another release holds is not written at all, and one that is absent (a failed install's
-// manifest names objects it never created) is applied server-side as a created one is.
+// manifest names objects it never created) is applied server-side as a created one is. An
+// object original has and target has not is deleted as Delete deletes.
 func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
 	c.answers.Store(int32(Live))
 	created := target.Difference(original)
@@ -259,8 +260,17 @@ func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.Cli
 			absent = append(absent, info)
 		}
 	}
-	res, err := c.Client.Update(original, target, opts...)
-	return res, c.taken(absent, err)
+	// The objects the release no longer has are deleted here, not by Helm, which deletes each it
+	// finds, whoever holds it now, without a precondition; as Helm's, an object whose
+	// annotations ask Helm to keep it stays.
+	removed := original.Difference(target)
+	res, err := c.Client.Update(original.Intersect(target), target, opts...)
+	if err != nil || len(removed) == 0 {
+		return res, c.taken(absent, err)
+	}
+	deleted, errs := c.remove(removed, metav1.DeletePropagationBackground, true)
+	res.Deleted = append(res.Deleted, deleted.Deleted...)
+	return res, errors.Join(errs...)
 }
 
 // AbsentVersion is the resource version an apply that creates is sent with: the apiserver takes
@@ -295,6 +305,11 @@ func (c *kubeClient) taken(objs kube.ResourceList, err error) error {
 // meanwhile, or made again, stays. Whose an object is, the cache of release objects tells, else
 // a read.
 func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropagation) (*kube.Result, []error) {
+	return c.remove(objs, policy, false)
+}
+
+// remove is Delete; keep: an object whose annotations ask Helm to keep it stays too.
+func (c *kubeClient) remove(objs kube.ResourceList, policy metav1.DeletionPropagation, keep bool) (*kube.Result, []error) {
 	res := &kube.Result{}
 	var errs []error
 	for _, info := range objs {
@@ -308,8 +323,8 @@ func (c *kubeClient) Delete(objs kube.ResourceList, policy metav1.DeletionPropag
 				continue
 			}
 		}
-		if Owns(live, "", c.release, c.releaseNS) != nil {
-			continue // another release's; a failed install's manifest names objects it never created
+		if Owns(live, "", c.release, c.releaseNS) != nil || keep && manifestutil.HasResourcePolicyKeep(live.GetAnnotations()) {
+			continue // another release's (a failed install's manifest names objects it never created), or kept
 		}
 		uid := live.GetUID()
 		_, err := resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name,

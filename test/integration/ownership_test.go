@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -560,6 +561,79 @@ func TestAnUpgradeNeverWritesAKeptObjectAnotherReleaseHolds(t *testing.T) {
 			if after.UID != shared.UID || after.ResourceVersion != shared.ResourceVersion {
 				t.Fatalf("the cache %s, server-side %v: the winner's ConfigMap was written: %v, data %v", tc.cache, serverSide,
 					after.Annotations, after.Data)
+			}
+		}
+	}
+}
+
+// An upgrade deletes an object its chart no longer renders only while it is its release's: one
+// deleted and made again by another release since stays (as it was: same UID), as does one that
+// asks Helm to keep it; the release's own goes. Helm's own upgrade deletes each it finds, without
+// asking whose it is.
+func TestAnUpgradeDeletesOnlyWhatItsReleaseHolds(t *testing.T) {
+	ctx := context.Background()
+	c := harness.NewClient(t, cfg)
+	ns := newNamespace(t, c, nil)
+	configs, err := helmconfig.New(cfg, c.RESTMapper(), helmconfig.Settings{Managed: names.ManagedValue, Records: helmconfig.NewRecords(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// configMaps builds release's ConfigMaps of these names through its kube client.
+	configMaps := func(release string, kept []string, objects ...string) (*action.Configuration, kube.ResourceList) {
+		cfg, _, err := configs.For(ctx, harness.MyProxy(ns, release, nil), logr.Discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var manifest strings.Builder
+		for _, name := range objects {
+			policy := ""
+			if slices.Contains(kept, name) {
+				policy = ", helm.sh/resource-policy: keep"
+			}
+			fmt.Fprintf(&manifest, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  annotations: {%s: %s, %s: %s%s}\n",
+				name, names.HelmReleaseNameAnnotation, release, names.HelmReleaseNamespaceAnnotation, ns, policy)
+		}
+		objs, err := cfg.KubeClient.Build(strings.NewReader(manifest.String()), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg, objs
+	}
+	for _, serverSide := range []bool{true, false} {
+		prefix := map[bool]string{true: "ssa-", false: "csa-"}[serverSide]
+		own, taken, kept, stays := prefix+"own", prefix+"taken", prefix+"kept", prefix+"stays"
+		cfg, original := configMaps("a", []string{kept}, own, taken, kept, stays)
+		if _, err := cfg.KubeClient.Create(original, kube.ClientCreateOptionServerSideApply(serverSide, false)); err != nil {
+			t.Fatal(err)
+		}
+		// taken changes hands: deleted, and made again by release b.
+		if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: taken}}); err != nil {
+			t.Fatal(err)
+		}
+		bCfg, bObjs := configMaps("b", nil, taken)
+		if _, err := bCfg.KubeClient.Create(bObjs, kube.ClientCreateOptionServerSideApply(serverSide, false)); err != nil {
+			t.Fatal(err)
+		}
+		before := &corev1.ConfigMap{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: taken}, before); err != nil {
+			t.Fatal(err)
+		}
+		_, target := configMaps("a", nil, stays)
+		done := helmconfig.SetAction(cfg, helmconfig.Action{ServerSide: serverSide})
+		_, err := cfg.KubeClient.Update(original, target, kube.ClientUpdateOptionServerSideApply(serverSide, false),
+			kube.ClientUpdateOptionThreeWayMergeForUnstructured(!serverSide))
+		done()
+		if err != nil {
+			t.Fatalf("server-side %v: the upgrade failed: %v", serverSide, err)
+		}
+		for name, want := range map[string]bool{own: false, taken: true, kept: true, stays: true} {
+			got := &corev1.ConfigMap{}
+			err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, got)
+			if want != (err == nil) {
+				t.Errorf("server-side %v: ConfigMap %s: %v, want present %v", serverSide, name, err, want)
+			}
+			if name == taken && err == nil && got.UID != before.UID {
+				t.Errorf("server-side %v: release b's ConfigMap %s was made again", serverSide, name)
 			}
 		}
 	}
