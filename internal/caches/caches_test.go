@@ -42,8 +42,8 @@ var table = []entry{
 		"is first watched (typed where the scheme knows the kind, ReleaseObject)",
 		Selected: "the managed label with this shard's value (names.ManagedLabel)", Keeps: "all but managed fields",
 		Events: "all, but updates of status and resourceVersion only (the plugins' dependent predicate), of the " +
-			"Deployment revision too (fast path bookkeeping), and deletes of a resource whose retry is already due " +
-			"(controller/dependents.go)",
+			"Deployment revision too (fast path bookkeeping), and the operator's own deletes of a resource whose retry is " +
+			"already due (controller/dependents.go, helmconfig.Records)",
 		ReadBy: "the dependent watches (drift), the status controller (Ready, declared fields)"},
 	{Cache: ReleaseRecords.Name, Holds: "Secret metadata of Helm release records",
 		Selected: names.RecordOwnerLabel + "=" + names.RecordOwnerHelm, Keeps: "identity, labels, owner references",

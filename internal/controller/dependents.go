@@ -53,6 +53,8 @@ type dependentWatches struct {
 	cache    cache.Cache
 	followed *followed
 	waiters  *actionclient.Waiters
+	// ownDelete tells this process's own deletions of release objects (helmconfig.Records).
+	ownDelete func(types.UID) bool
 
 	mu      sync.Mutex
 	ctrl    reconciler.ControllerSetup
@@ -167,10 +169,12 @@ func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, lo
 // wakeOwners wakes, for an update or deletion of a release object of kind, the custom resources
 // owners maps it to. Release objects are only created by the reconcile that then reads them: a
 // create event would only cost a second reconcile. A deleted one wakes its resource at once,
-// unless the resource's last reconcile failed: its retry, at the queue's backoff, is already due.
-// A failing install's rollback deletes the objects it created, and waking at once would start the
-// next attempt at once, so that the retries of a failing release never backed off. A deleted one
-// also wakes the resources of other releases that wait for it (Waiters).
+// unless the resource's last reconcile failed: then its retry, at the queue's backoff, is due. A
+// failing install's rollback deletes the objects it created, and waking at once would start the
+// next attempt at once, so that the retries of a failing release never backed off. Anyone else's
+// deletion of it (not this process's) is still not left to that retry, which may be running and
+// have read the object before it went: it wakes the resource at the queue's next backoff. A
+// deleted one also wakes the resources of other releases that wait for it (Waiters).
 func (d *dependentWatches) wakeOwners(kind string, owners func(client.Object) []reconcile.Request) handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -179,9 +183,13 @@ func (d *dependentWatches) wakeOwners(kind string, owners func(client.Object) []
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			own := d.ownDelete != nil && d.ownDelete(e.Object.GetUID())
 			for _, r := range owners(e.Object) {
-				if q.NumRequeues(r) == 0 {
+				switch {
+				case q.NumRequeues(r) == 0:
 					q.Add(r)
+				case !own:
+					q.AddRateLimited(r)
 				}
 			}
 			d.waiters.ObjectGone(kind, e.Object.GetNamespace(), e.Object.GetName())

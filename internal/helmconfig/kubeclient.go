@@ -327,6 +327,9 @@ func (c *kubeClient) remove(objs kube.ResourceList, policy metav1.DeletionPropag
 			continue // another release's (a failed install's manifest names objects it never created), or kept
 		}
 		uid := live.GetUID()
+		if c.configs.Records != nil {
+			c.configs.Records.deletingObject(uid)
+		}
 		_, err := resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name,
 			&metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
 		switch {

@@ -384,6 +384,9 @@ func CacheIndex(records cache.Cache) RecordIndex {
 //     write's event may arrive before its response: until then, any event of the record is
 //     taken as the write's. A delete is remembered until it expires (its event arrives within
 //     seconds), so the registry stays as small as the writes in flight;
+//   - the release objects it deleted (by UID), so that the watches of release objects tell its
+//     own deletions (an uninstall's, a failed install's cleanup, an upgrade's) from everyone
+//     else's, remembered as long as a record's delete;
 //   - the releases known to have records (written or read by this process), for the empty
 //     history of a new release (fast path empty-history): installing, Helm lists a release's
 //     records three times (the reconciler's get, the check that the name is free, the history
@@ -405,6 +408,7 @@ type Records struct {
 	writes  map[types.NamespacedName][]written // the resourceVersions recently written
 	writing map[types.NamespacedName]int       // writes sent and not yet answered
 	deletes map[types.NamespacedName]time.Time
+	objects map[types.UID]time.Time // release objects deleted
 	pruned  time.Time
 }
 
@@ -418,7 +422,7 @@ type written struct {
 func NewRecords(index RecordIndex) *Records {
 	return &Records{index: index, now: time.Now, known: map[types.NamespacedName]struct{}{},
 		writes: map[types.NamespacedName][]written{}, writing: map[types.NamespacedName]int{},
-		deletes: map[types.NamespacedName]time.Time{}}
+		deletes: map[types.NamespacedName]time.Time{}, objects: map[types.UID]time.Time{}}
 }
 
 // ownTTL bounds how long a delete or write is taken as own: informers deliver events within
@@ -497,6 +501,21 @@ func (r *Records) OwnWrite(record types.NamespacedName, resourceVersion string) 
 		slices.ContainsFunc(r.writes[record], func(w written) bool { return w.resourceVersion == resourceVersion })
 }
 
+func (r *Records) deletingObject(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked()
+	r.objects[uid] = r.now()
+}
+
+// OwnObjectDelete reports whether a deleted release object is one this process deleted.
+func (r *Records) OwnObjectDelete(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.objects[uid]
+	return ok
+}
+
 // OwnDelete reports whether a deleted record is one this process deleted.
 func (r *Records) OwnDelete(record types.NamespacedName) bool {
 	r.mu.Lock()
@@ -510,7 +529,7 @@ func (r *Records) InFlight() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked()
-	n := len(r.deletes) + len(r.writing)
+	n := len(r.deletes) + len(r.writing) + len(r.objects)
 	for _, ws := range r.writes {
 		n += len(ws)
 	}
@@ -524,5 +543,6 @@ func (r *Records) pruneLocked() {
 	}
 	r.pruned = now
 	maps.DeleteFunc(r.deletes, func(_ types.NamespacedName, at time.Time) bool { return now.Sub(at) > ownTTL })
+	maps.DeleteFunc(r.objects, func(_ types.UID, at time.Time) bool { return now.Sub(at) > ownTTL })
 	maps.DeleteFunc(r.writes, func(_ types.NamespacedName, ws []written) bool { return now.Sub(ws[len(ws)-1].at) > ownTTL })
 }
