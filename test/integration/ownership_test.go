@@ -491,6 +491,19 @@ func auditedOperatorWrites(t *testing.T, path, user string) []operatorWrite {
 	return out
 }
 
+// kubeClients returns a client, a new namespace, and the Helm configurations whose kube clients
+// the tests below drive by hand, as an action would.
+func kubeClients(t *testing.T) (client.Client, string, *helmconfig.Configs) {
+	t.Helper()
+	c := harness.NewClient(t, cfg)
+	ns := newNamespace(t, c, nil)
+	configs, err := helmconfig.New(cfg, c.RESTMapper(), helmconfig.Settings{Managed: names.ManagedValue, Records: helmconfig.NewRecords(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ns, configs
+}
+
 // An upgrade writes an object its release keeps (the last revision names it) only while it is
 // that release's, whatever the cache of release objects knows of it: the object another release
 // holds is not written, and its owner is named, when the cache holds it, when the cache does not
@@ -499,12 +512,7 @@ func auditedOperatorWrites(t *testing.T, path, user string) []operatorWrite {
 // manifest names objects it never created, meet the last case. Server-side and client-side.
 func TestAnUpgradeNeverWritesAKeptObjectAnotherReleaseHolds(t *testing.T) {
 	ctx := context.Background()
-	c := harness.NewClient(t, cfg)
-	ns := newNamespace(t, c, nil)
-	configs, err := helmconfig.New(cfg, c.RESTMapper(), helmconfig.Settings{Managed: names.ManagedValue, Records: helmconfig.NewRecords(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns, configs := kubeClients(t)
 	// apply sends release's ConfigMap "shared" through its kube client: an Update whose last
 	// revision had it when upgrade, else a Create.
 	apply := func(release string, serverSide, upgrade bool) error {
@@ -572,12 +580,7 @@ func TestAnUpgradeNeverWritesAKeptObjectAnotherReleaseHolds(t *testing.T) {
 // asking whose it is.
 func TestAnUpgradeDeletesOnlyWhatItsReleaseHolds(t *testing.T) {
 	ctx := context.Background()
-	c := harness.NewClient(t, cfg)
-	ns := newNamespace(t, c, nil)
-	configs, err := helmconfig.New(cfg, c.RESTMapper(), helmconfig.Settings{Managed: names.ManagedValue, Records: helmconfig.NewRecords(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ns, configs := kubeClients(t)
 	// configMaps builds release's ConfigMaps of these names through its kube client.
 	configMaps := func(release string, kept []string, objects ...string) (*action.Configuration, kube.ResourceList) {
 		cfg, _, err := configs.For(ctx, harness.MyProxy(ns, release, nil), logr.Discard())
