@@ -501,6 +501,7 @@ func (r *Records) OwnWrite(record types.NamespacedName, resourceVersion string) 
 		slices.ContainsFunc(r.writes[record], func(w written) bool { return w.resourceVersion == resourceVersion })
 }
 
+// deletingObject remembers that this process is about to delete the release object uid.
 func (r *Records) deletingObject(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
