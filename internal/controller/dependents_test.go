@@ -25,7 +25,7 @@ func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Hour, time.Hour))
 	defer q.ShutDown()
 	healthy, failing := reconcile.Request{NamespacedName: types.NamespacedName{Name: "healthy"}}, reconcile.Request{NamespacedName: types.NamespacedName{Name: "failing"}}
-	deletedBy := reconcile.Request{NamespacedName: types.NamespacedName{Name: "failing, deleted by hand"}}
+	deletedByHand := reconcile.Request{NamespacedName: types.NamespacedName{Name: "failing, deleted by hand"}}
 	var woken []shard.Key
 	waiter := shard.Key{NamespacedName: types.NamespacedName{Name: "waiting"}}
 	d := &dependentWatches{waiters: actionclient.NewWaiters(nil, func(k shard.Key) { woken = append(woken, k) }, nil),
@@ -38,11 +38,11 @@ func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "own"}}
 	}
 	q.AddRateLimited(failing) // failed reconciles: back in an hour
-	q.AddRateLimited(deletedBy)
+	q.AddRateLimited(deletedByHand)
 	h.Create(context.Background(), event.CreateEvent{Object: object("created")}, q)
 	h.Delete(context.Background(), event.DeleteEvent{Object: object("healthy")}, q)
 	h.Delete(context.Background(), event.DeleteEvent{Object: object("failing")}, q)
-	byHand := object(deletedBy.Name)
+	byHand := object(deletedByHand.Name)
 	byHand.SetUID("another's")
 	h.Delete(context.Background(), event.DeleteEvent{Object: byHand}, q)
 	if q.Len() != 1 {
@@ -51,9 +51,9 @@ func TestDeletesBackOffOnlyWhileReconcilesFail(t *testing.T) {
 	if got, _ := q.Get(); got != healthy {
 		t.Errorf("ready: %v, want %v", got, healthy)
 	}
-	if q.NumRequeues(failing) != 1 || q.NumRequeues(deletedBy) != 2 {
+	if q.NumRequeues(failing) != 1 || q.NumRequeues(deletedByHand) != 2 {
 		t.Errorf("backoffs: %d for the failing resource, %d for the one deleted by hand; want 1 (its retry) and 2 (woken at the next)",
-			q.NumRequeues(failing), q.NumRequeues(deletedBy))
+			q.NumRequeues(failing), q.NumRequeues(deletedByHand))
 	}
 	if len(woken) != 1 || woken[0] != waiter {
 		t.Errorf("woken %v, want the resource that waited for ConfigMap failing", woken)
