@@ -209,11 +209,11 @@ func (p Previewer) one(ctx context.Context, k Kind, cr *unstructured.Unstructure
 	current, rendered := rend.Current, rend.Rendered
 	before := map[string]*unstructured.Unstructured{}
 	if current != nil {
-		if before, err = p.objects(current.Manifest, cr.GetNamespace()); err != nil {
+		if before, err = built(rend.Kube, current.Manifest); err != nil {
 			return refused(fmt.Errorf("the deployed manifest: %w", err))
 		}
 	}
-	after, err := p.objects(rendered.Manifest, cr.GetNamespace())
+	after, err := built(rend.Kube, rendered.Manifest)
 	if err != nil {
 		return refused(fmt.Errorf("the new manifest: %w", err))
 	}
@@ -346,6 +346,24 @@ func describe(obj *unstructured.Unstructured, change string) Object {
 
 // isImmutable tells an apiserver refusal of a change to an immutable field.
 func isImmutable(message string) bool { return strings.Contains(message, "field is immutable") }
+
+// built are the objects of a release manifest by kind, namespace and name, as the release's Helm
+// client builds them to apply: with what the operator adds to every release object.
+func built(helm kube.Interface, manifest string) (map[string]*unstructured.Unstructured, error) {
+	objs, err := helm.Build(strings.NewReader(manifest), false)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, info := range objs {
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok {
+			return nil, fmt.Errorf("%s %s: unsupported object type %T", info.Mapping.GroupVersionKind.Kind, info.Name, info.Object)
+		}
+		out[u.GroupVersionKind().String()+" "+u.GetNamespace()+"/"+u.GetName()] = u
+	}
+	return out, nil
+}
 
 // objects parses a release manifest into its objects by kind, namespace and name; objects
 // without a namespace take the release's when their kind is namespaced (Helm's rule).

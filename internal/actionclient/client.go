@@ -32,7 +32,6 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
-	"helm.sh/helm/v4/pkg/postrenderer"
 	"helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
@@ -89,8 +88,6 @@ type Options struct {
 // renderings; log receives Helm's own log lines.
 type Configs interface {
 	For(ctx context.Context, obj client.Object, log logr.Logger) (*action.Configuration, *helmconfig.Recorder, error)
-	// OwnerReferences is the post-renderer that points the objects of obj's release at obj.
-	OwnerReferences(cfg *action.Configuration, obj client.Object) postrenderer.PostRenderer
 }
 
 // Client is the action client of one kind: the reconciler's action client getter (seam.go),
@@ -185,8 +182,8 @@ func (c *Client) begin(ctx context.Context, obj *unstructured.Unstructured) (*re
 	}
 	if w := c.o.Waves; w != nil {
 		switch r.decision.Step {
-		case Install, Unchanged:
-			w.UpToDate(obj) // an install renders the chart at hand: nothing for a rollout to hold back
+		case Install, Unchanged, RecordValues:
+			w.UpToDate(obj) // it renders what the chart at hand renders: nothing for a rollout to hold back
 		case Hold, Upgrade:
 			w.Decided(obj, r.decision.Step == Hold)
 		}
@@ -313,13 +310,16 @@ func (r *reconcile) upgrade(o actionOptions) (*release.Release, error) {
 	if r.decision.Step == Hold {
 		return holdStep{r}.run()
 	}
-	return upgradeStep{r: r, o: o}.run()
+	return upgradeStep{r: r, o: o, as: ActionUpgrade}.run()
 }
 
-// reconcileObjects carries out Unchanged (drift.go).
+// reconcileObjects carries out Unchanged (drift.go) or RecordValues (upgrade.go).
 func (r *reconcile) reconcileObjects() error {
-	if err := r.stepFor(ActionReconcile, Unchanged); err != nil {
+	if err := r.stepFor(ActionReconcile, Unchanged, RecordValues); err != nil {
 		return err
+	}
+	if r.decision.Step == RecordValues {
+		return recordValuesStep{r}.run()
 	}
 	return unchangedStep{r}.run()
 }
@@ -335,14 +335,14 @@ func (r *reconcile) uninstall(o actionOptions) (*release.Release, error) {
 // renderOptions sets what every install and upgrade shares:
 //   - no wait for plain releases: Ready is computed from kstatus by the status controller;
 //     hooks keep Helm's hook waits;
-//   - the owner-reference post-renderer, which hooks do not see;
+//   - no post-renderer: the kube client gives every object it builds what the operator adds
+//     (the label, the owner reference), so the manifest is the chart's rendering as Helm makes
+//     it, without Helm's round trip of every rendering through a post-renderer;
 //   - no client-side OpenAPI validation, which downloads and parses the cluster's OpenAPI
 //     documents for every action: the apiserver validates every object it is sent, and the
 //     chart's rendering is checked against the API by the chart tests.
-func (r *reconcile) renderOptions(wait *kube.WaitStrategy, post *postrenderer.PostRenderer, strategy *action.PostRenderStrategy, noValidation *bool) {
+func renderOptions(wait *kube.WaitStrategy, noValidation *bool) {
 	*wait = kube.HookOnlyStrategy
-	*post = r.c.o.Configs.OwnerReferences(r.cfg, r.obj)
-	*strategy = action.PostRenderStrategyNoHooks
 	*noValidation = true
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/example/myproxy-operator/internal/names"
 	"github.com/example/myproxy-operator/internal/shard"
 )
 
@@ -86,6 +87,45 @@ func TestDigestSeesTheStamp(t *testing.T) {
 	k = newKind(t, h, chrt, Options{Digests: NewDigests(nil, crGVK, nil, "b")})
 	if k.begin(cr(vals)); k.checks() != 1 {
 		t.Errorf("another shard: %d dry runs, want 1", k.checks())
+	}
+}
+
+// Values that render the deployed manifest but are not the record's (a value a new version of
+// the kind renamed, or one the chart does not render) are recorded by an upgrade under its own
+// name, when the reconciler asks for the drift correction; the values the record holds then
+// change nothing, with digests or without.
+func TestValuesThatRenderTheSameObjectsAreRecorded(t *testing.T) {
+	for _, o := range []Options{{}, digested()} {
+		h := newHelm(t)
+		chrt := testChart(configMap)
+		if _, _, err := newKind(t, h, chrt, o).reconcileAs(map[string]any{"replicas": 2, "unused": "a"}); err != nil {
+			t.Fatal(err)
+		}
+		renamed := map[string]any{"replicas": 2, "renamed": "a"}
+		k := newKind(t, h, chrt, o)
+		r, _, err := k.reconcileAs(renamed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.decision.Step != RecordValues {
+			t.Errorf("digests %v: step %s, want %s", o.Digests != nil, r.decision.Step, RecordValues)
+		}
+		rel := h.last(t)
+		if rel.Version != 2 || rel.Info.Status != "deployed" || valuesDiffer(rel.Config, renamed) {
+			t.Errorf("digests %v: the record is revision %d (%s) of values %v, want revision 2, deployed, of %v",
+				o.Digests != nil, rel.Version, rel.Info.Status, rel.Config, renamed)
+		}
+		var ev []string
+		for len(k.events.Events) > 0 {
+			ev = append(ev, <-k.events.Events)
+		}
+		if !slices.ContainsFunc(ev, func(e string) bool { return strings.Contains(e, names.ReasonValuesRecorded) }) {
+			t.Errorf("digests %v: Events %q, want %s", o.Digests != nil, ev, names.ReasonValuesRecorded)
+		}
+		if r, _, err := newKind(t, h, chrt, o).reconcileAs(renamed); err != nil || r.decision.Step != Unchanged || h.last(t).Version != 2 {
+			t.Errorf("digests %v, values recorded: step %s, revision %d (%v), want %s at revision 2",
+				o.Digests != nil, r.decision.Step, h.last(t).Version, err, Unchanged)
+		}
 	}
 }
 

@@ -62,6 +62,13 @@ const (
 	// with that rendering, and the reconciler corrects drift, which also records the digests a
 	// rendering proved.
 	Unchanged Step = "unchanged"
+	// RecordValues: the values render the deployed manifest, but the record holds other values
+	// (a value a new version of the kind renamed or moved, or one the chart does not render).
+	// The check is answered with the rendering, so the reconciler asks for the drift correction
+	// (it upgrades only on a new manifest), and Helm upgrades the release instead: the record
+	// then holds the resource's values (`helm get values`; the rollout tells a user's change by
+	// them), and every object is applied as the upgrade writes it.
+	RecordValues Step = "record values"
 	// Hold: the change is a new chart's, and waits for the rollout's wave: the check is
 	// answered with the rendering, the reconciler asks for the upgrade, and the deployed
 	// revision stays, its drift corrected; the reconciler is answered with it, as stored.
@@ -92,8 +99,9 @@ type State struct {
 	Failed bool
 	// The upgrade check. Known: the deployed revision is known to render from the inputs at
 	// hand (digests, and nothing looked up). Rendered: a dry run of the inputs ran; Same: it
-	// rendered the deployed manifest. Held: the chart rollout holds this change back.
-	Known, Rendered, Same, Held bool
+	// rendered the deployed manifest; NewValues: from values other than the record's. Held:
+	// the chart rollout holds this change back.
+	Known, Rendered, Same, NewValues, Held bool
 }
 
 // Decision is Decide's answer: the steps of one reconcile, in order. Before the reconciler's
@@ -136,6 +144,8 @@ func Decide(s State) Decision {
 		d.Step = Stop
 	case status == "" || status == common.StatusUninstalled:
 		d.Step, d.OnFailure = Install, RemoveFailedInstall
+	case status == common.StatusDeployed && s.Same && s.NewValues && !s.Known:
+		d.Step, d.OnFailure = RecordValues, Rollback
 	case status == common.StatusDeployed && (s.Known || s.Same):
 		d.Step = Unchanged
 	case status != common.StatusDeployed && !s.Rendered, s.Same:
@@ -217,6 +227,7 @@ func (r *reconcile) gather() known {
 			return k
 		}
 		s.Rendered, s.Same = true, k.rendered.Manifest == k.cur.Manifest
+		s.NewValues = s.Same && valuesDiffer(k.cur.Config, k.vals)
 	}
 	if !s.Known && !s.Same && r.c.o.Waves != nil {
 		s.Held = r.c.o.Waves.Holds(r.obj, valuesDiffer(k.cur.Config, k.vals))

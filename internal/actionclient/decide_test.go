@@ -23,7 +23,7 @@ func TestDecide(t *testing.T) {
 	)
 	// The step that answers the reconciler, with what follows it when it fails.
 	step := func(s Step) Decision {
-		return Decision{Step: s, OnFailure: map[Step]Step{Install: RemoveFailedInstall, Upgrade: Rollback}[s]}
+		return Decision{Step: s, OnFailure: map[Step]Step{Install: RemoveFailedInstall, Upgrade: Rollback, RecordValues: Rollback}[s]}
 	}
 	claimed := func(s Step) Decision { d := step(s); d.Claim = true; return d }
 	unlocked := func(s Step) Decision { d := step(s); d.Unlock = true; return d }
@@ -56,10 +56,14 @@ func TestDecide(t *testing.T) {
 		{State{Claim: Mine, Failed: true, Status: deployed}, step(Stop), "nothing: the reconciler reports what failed"},
 		{State{Claim: Mine, Status: deployed, Known: true}, step(Unchanged), "write drifted objects"},
 		{State{Claim: Mine, Status: deployed, Rendered: true, Same: true}, step(Unchanged), "write drifted objects; the record's proven digests"},
+		{State{Claim: Mine, Status: deployed, Rendered: true, Same: true, NewValues: true}, step(RecordValues),
+			"render; write the record of the new values with its digests, and the objects (the reconciler asked for the drift correction)"},
+		{State{Claim: Mine, Status: deployed, Known: true, Same: true, NewValues: true}, step(Unchanged), "write drifted objects (digests prove the values the record's)"},
 		{State{Claim: Mine, Status: deployed, Rendered: true}, step(Upgrade), "render; write the record with its digests and the objects"},
 		{State{Claim: Mine, Status: deployed, Rendered: true, Held: true}, step(Hold),
 			"write drifted objects; tell the rollout it waits; answer the upgrade with the deployed record"},
 		{State{Claim: Mine, Status: failed, Rendered: true, Same: true}, step(Upgrade), "render; write (a retry of a failed release)"},
+		{State{Claim: Mine, Status: failed, Rendered: true, Same: true, NewValues: true}, step(Upgrade), "render; write (a retry, with the new values)"},
 		{State{Claim: Mine, Status: superseded, Rendered: true, Same: true}, step(Upgrade), "render; write (a retry)"},
 		{State{Claim: Mine, Status: failed, Rendered: true, Held: true}, step(Hold), "nothing: the reconciler's upgrade is answered ErrHeld"},
 
@@ -93,10 +97,10 @@ func TestEveryStepIsDecided(t *testing.T) {
 	for _, claim := range []Claim{Mine, Unclaimed, OtherShard, GoneShard, ForeignRunner} {
 		for _, status := range []common.Status{"", common.StatusDeployed, common.StatusFailed,
 			common.StatusPendingUpgrade, common.StatusUninstalling, common.StatusUninstalled} {
-			for bits := range 1 << 8 {
+			for bits := range 1 << 9 {
 				s := State{Claim: claim, Status: status, SoleWriter: bits&1 != 0, Known: bits&2 != 0,
 					Rendered: bits&4 != 0, Same: bits&8 != 0, Held: bits&16 != 0, Wait: bits&32 != 0,
-					Deleting: bits&64 != 0, Failed: bits&128 != 0}
+					Deleting: bits&64 != 0, Failed: bits&128 != 0, NewValues: bits&256 != 0}
 				for _, step := range all(Decide(s)) {
 					reached[step] = true
 				}
@@ -111,8 +115,8 @@ func TestEveryStepIsDecided(t *testing.T) {
 }
 
 // steps lists every step.
-var steps = []Step{Refuse, Stop, ClaimStep, Unlock, Install, RemoveFailedInstall, Upgrade, Rollback, Unchanged, Hold,
-	Uninstall, UninstallWhenGone}
+var steps = []Step{Refuse, Stop, ClaimStep, Unlock, Install, RemoveFailedInstall, Upgrade, Rollback, Unchanged, RecordValues,
+	Hold, Uninstall, UninstallWhenGone}
 
 // all lists the decision's steps in the order they may run.
 func all(d Decision) []Step {

@@ -54,8 +54,8 @@ const (
 // every reconcile of a kind.
 //
 // What a rendering reads besides chart and values:
-//   - the rendering code: the running executable (Helm's engine, the post-renderer, the label
-//     added in the kube client), digested once per process (CodeVersion);
+//   - the rendering code: the running executable (Helm's engine, and the label and owner
+//     reference the kube client adds), digested once per process (CodeVersion);
 //   - the cluster's capabilities, as far as the chart's templates read them: the parsed
 //     templates are searched for references to .Capabilities (AnalyseChart);
 //   - every object a template read through `lookup`, whatever the template's spelling: the REST
@@ -72,8 +72,8 @@ const (
 type Digests struct {
 	// Lookups follows what renderings read through `lookup`.
 	lookups *Lookups
-	// stamp is what the operator adds to every rendered object beyond the chart: the managed
-	// label value (names.ManagedLabel), which names the shard. A rendering depends on it.
+	// stamp is what the operator adds to every object it writes beyond the chart: the managed
+	// label value (names.ManagedLabel), which names the shard. The objects written depend on it.
 	stamp string
 	// known caches, by custom resource, the revision of its release known to render from the
 	// inputs with a digest: seen rendered by this process, or read from the labels of a
@@ -264,8 +264,8 @@ func digestChart(chrt *chart.Chart) string {
 }
 
 // CodeVersion identifies the code that renders: a digest of the running executable, which holds
-// Helm's template engine, the post-renderer and everything else that turns chart and values
-// into a manifest. A new build of the operator changes it, so every release is checked once
+// Helm's template engine, the kube client and everything else that turns chart and values into
+// the objects written. A new build of the operator changes it, so every release is checked once
 // against the new code; nobody has to remember to bump a constant. When the executable cannot be
 // read, the build information (module versions and sums, build settings) stands in.
 var CodeVersion = sync.OnceValue(func() string {

@@ -18,7 +18,6 @@ import (
 	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	kubefake "helm.sh/helm/v4/pkg/kube/fake"
-	"helm.sh/helm/v4/pkg/postrenderer"
 	releasei "helm.sh/helm/v4/pkg/release"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
@@ -90,11 +89,6 @@ func (h *helm) For(_ context.Context, _ client.Object, _ logr.Logger) (*action.C
 	h.mu.Unlock()
 	return &action.Configuration{Releases: storage.Init(counting{Memory: h.mem, h: h}), KubeClient: h.kube,
 		Capabilities: h.caps, RESTClientGetter: lookupGetter{host: h.api.URL, reads: reads}}, reads, nil
-}
-
-// OwnerReferences implements Configs: the kube client applies nothing, nothing to point.
-func (h *helm) OwnerReferences(*action.Configuration, client.Object) postrenderer.PostRenderer {
-	return nil
 }
 
 // last is the release's last revision as stored.

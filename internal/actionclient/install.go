@@ -47,7 +47,7 @@ func (s installStep) run() (*release.Release, error) {
 func (r *reconcile) newInstall() *action.Install {
 	i := action.NewInstall(r.cfg)
 	i.ReleaseName, i.Namespace = r.obj.GetName(), r.obj.GetNamespace()
-	r.renderOptions(&i.WaitStrategy, &i.PostRenderer, &i.PostRenderStrategy, &i.DisableOpenAPIValidation)
+	renderOptions(&i.WaitStrategy, &i.DisableOpenAPIValidation)
 	i.ForceConflicts = true // objects it adopts (its record was lost) take the chart's fields
 	i.SkipCRDs = true       // a chart's crds/ are installed with the kind (make install), never by a tenant's release
 	return i

@@ -40,6 +40,7 @@ const (
 	ActionInstall             Action = "install"
 	ActionRemoveFailedInstall Action = "remove-failed-install"
 	ActionUpgrade             Action = "upgrade"
+	ActionRecordValues        Action = "record-values"
 	ActionRollback            Action = "rollback"
 	ActionHold                Action = "hold"
 	ActionUninstall           Action = "uninstall"
@@ -66,14 +67,14 @@ func (c *Client) report(obj client.Object, o Outcome, start time.Time) {
 		o.Release = obj.GetName() // the custom resource's, unless the call names another
 	}
 	switch o.Action {
-	case ActionInstall, ActionUpgrade, ActionCheck, ActionHold:
+	case ActionInstall, ActionUpgrade, ActionRecordValues, ActionCheck, ActionHold:
 		o.Chart = c.o.Chart
 	}
 	recordEvent(c.o.Recorder, o)
 	if c.o.Metrics != nil {
 		c.o.Metrics.Observe(o)
 	}
-	if o.Action == ActionInstall || o.Action == ActionUpgrade {
+	if o.Action == ActionInstall || o.Action == ActionUpgrade || o.Action == ActionRecordValues {
 		c.o.Waiters.Observe(shard.Key{GVK: c.o.GVK, NamespacedName: client.ObjectKeyFromObject(obj)}, o.Err)
 	}
 }
@@ -161,6 +162,9 @@ func recordEvent(recorder record.EventRecorder, o Outcome) {
 			warn(names.ReasonInstallFailed, "install of chart %s failed%s: %v", chartRef(o.Chart), with(o, names.ForInstall), o.Err)
 		case ActionUpgrade:
 			warn(names.ReasonUpgradeFailed, "upgrade to chart %s failed%s: %v", chartRef(o.Chart), with(o, names.ForUpgrade), o.Err)
+		case ActionRecordValues:
+			warn(names.ReasonUpgradeFailed, "upgrade to record the values of the resource (chart %s renders the same objects) failed%s: %v",
+				chartRef(o.Chart), with(o, names.ForUpgrade), o.Err)
 		case ActionCheck:
 			warn(names.ReasonReleaseCheckFailed, "cannot render chart %s for the current spec: %v", chartRef(o.Chart), o.Err)
 		case ActionUninstall:
@@ -192,6 +196,9 @@ func recordEvent(recorder record.EventRecorder, o Outcome) {
 	case ActionUpgrade:
 		normal(names.ReasonUpgraded, "upgraded release %s to revision %d (chart %s)%s", o.Result.Name, o.Result.Version,
 			chartRef(o.Chart), with(o, names.ForUpgrade))
+	case ActionRecordValues:
+		normal(names.ReasonValuesRecorded, "recorded the values of the resource in release %s revision %d (chart %s renders the same objects)%s",
+			o.Result.Name, o.Result.Version, chartRef(o.Chart), with(o, names.ForUpgrade))
 	case ActionUninstall:
 		normal(names.ReasonUninstalled, "uninstalled release %s%s", o.Release, with(o, names.ForUninstall))
 	case ActionRemoveFailedInstall:

@@ -24,6 +24,8 @@ import (
 type upgradeStep struct {
 	r *reconcile
 	o actionOptions
+	// as is the action it is reported as: ActionUpgrade, or ActionRecordValues (recordValuesStep).
+	as Action
 }
 
 func (s upgradeStep) run() (*release.Release, error) {
@@ -39,7 +41,7 @@ func (s upgradeStep) run() (*release.Release, error) {
 		rel, _ := asRelease(out)
 		return rel, err
 	})
-	r.c.report(r.obj, Outcome{Action: ActionUpgrade, Result: rel, Err: err}, start)
+	r.c.report(r.obj, Outcome{Action: s.as, Result: rel, Err: err}, start)
 	r.c.o.Digests.rendered(r, rel, err)
 	r.stale = true
 	if err != nil && rel != nil {
@@ -47,10 +49,25 @@ func (s upgradeStep) run() (*release.Release, error) {
 			err = fmt.Errorf("rollback failed: %v: original upgrade error: %w", rerr, err)
 		}
 	}
-	if r.c.o.Waves != nil {
+	if r.c.o.Waves != nil && s.as == ActionUpgrade {
 		r.c.o.Waves.Upgraded(r.obj, err)
 	}
 	return rel, err
+}
+
+// recordValuesStep upgrades a release whose values render its deployed manifest but are not
+// those its record holds, so that the record holds them: an upgrade under its own name, run
+// when the reconciler asks for the drift correction (it upgrades only on a new manifest), with
+// the options the resource's annotations give an upgrade but upgrade-force (the objects render
+// the same: nothing to replace). What the reconciler then reports of the release (its name and
+// manifest, for the post hooks and status) is the same for both revisions.
+type recordValuesStep struct{ r *reconcile }
+
+func (s recordValuesStep) run() error {
+	o := actionOptions{DisableHooks: annotation(s.r.obj, names.UpgradeDisableHooks, false),
+		Description: s.r.obj.GetAnnotations()[names.UpgradeDescription]}
+	_, err := upgradeStep{r: s.r, o: o, as: ActionRecordValues}.run()
+	return err
 }
 
 // rollbackStep rolls the release back to the last revision that deployed, as the stock
@@ -106,7 +123,7 @@ func (r *reconcile) newUpgrade() *action.Upgrade {
 	u := action.NewUpgrade(r.cfg)
 	// The values are the custom resource's, whole: an empty spec is not "the last values again".
 	u.Namespace, u.MaxHistory, u.ResetValues = r.obj.GetNamespace(), r.c.o.MaxHistory, true
-	r.renderOptions(&u.WaitStrategy, &u.PostRenderer, &u.PostRenderStrategy, &u.DisableOpenAPIValidation)
+	renderOptions(&u.WaitStrategy, &u.DisableOpenAPIValidation)
 	return u
 }
 

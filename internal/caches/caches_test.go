@@ -145,7 +145,7 @@ func TestIdentityKeepsWhichObjectItIs(t *testing.T) {
 // A release object points at its custom resource by its controller reference, or by the
 // owner annotations where it carries none; references to another kind, and annotations when
 // they are not asked for, point at nothing.
-func TestOwnerRequestsReadWhatThePostRendererWrites(t *testing.T) {
+func TestOwnerRequestsReadWhatTheKubeClientWrites(t *testing.T) {
 	owner := schema.GroupKind{Group: "gateway.example.com", Kind: "MyProxy"}
 	controller := true
 	object := func(refKind string, annotations map[string]string) client.Object {

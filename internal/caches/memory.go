@@ -92,7 +92,7 @@ func Content(obj client.Object, gvk schema.GroupVersionKind) (map[string]any, er
 }
 
 // OwnerRequests maps a release object to the custom resource of kind owner it points at, as
-// the owner-reference post-renderer points it: its controller reference (in the object's own
+// the kube client points it (package helmconfig): its controller reference (in the object's own
 // namespace, for a namespaced owner), or, byAnnotations, operator-sdk's owner annotations
 // where it carries no reference. It reads as controller-runtime's EnqueueRequestForOwner
 // (OnlyControllerOwner) and operator-lib's EnqueueRequestForAnnotation read.

@@ -5,8 +5,9 @@
 //     the apiserver for its version before every action (IsReachable, and again for the
 //     capabilities) and lists every API group again; the capabilities here are shared and
 //     refreshed after TTL, or at once when the API changes (Refresh);
-//   - every object Helm builds carries the release-object label (names.ManagedLabel), and nothing
-//     outside the custom resource's reach is built (kubeclient.go): confinement sits in the kube
+//   - every object Helm builds carries the release-object label (names.ManagedLabel) and, but
+//     hooks, points at its custom resource, and nothing outside the custom resource's reach is
+//     built (kubeclient.go): confinement sits in the kube
 //     client's Build because every object Helm writes, deletes, runs as a hook or corrects for
 //     drift is built there first, by every action, dry runs included. A forged record (a tenant
 //     may write Secrets) is refused the same way when Helm builds its objects to update or
@@ -36,7 +37,6 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/kube"
-	"helm.sh/helm/v4/pkg/postrenderer"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -147,7 +147,7 @@ func (c *Configs) For(ctx context.Context, obj client.Object, log logr.Logger) (
 	kc := kube.New(objects)
 	kc.Namespace = ns
 	kc.SetLogger(handler)
-	wrapped := &kubeClient{Client: kc, configs: c, release: obj.GetName(), releaseNS: ns}
+	wrapped := &kubeClient{Client: kc, configs: c, release: obj.GetName(), releaseNS: ns, owner: obj}
 	objects.wrap = wrapped.answer
 	owner := metav1.NewControllerRef(obj, obj.GetObjectKind().GroupVersionKind())
 	var d driver.Driver = &Store{secrets: c.secrets.Secrets(ns), namespace: ns, owner: *owner, records: c.Records,
@@ -178,11 +178,6 @@ func Unaccounted(cfg *action.Configuration) error {
 		return c.unaccounted
 	}
 	return nil
-}
-
-// OwnerReferences is the post-renderer of obj's renderings on cfg (see ownerReferences).
-func (c *Configs) OwnerReferences(cfg *action.Configuration, obj client.Object) postrenderer.PostRenderer {
-	return ownerReferences{kube: cfg.KubeClient, mapper: c.mapper, owner: obj}
 }
 
 // lookupGuard refuses a template's read outside the release's reach. A read whose scope the

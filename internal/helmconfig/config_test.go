@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	sdkhandler "github.com/operator-framework/operator-lib/handler"
 	"helm.sh/helm/v4/pkg/kube"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,37 +244,81 @@ func labelled(obj runtime.Object) *resource.Info {
 	return i
 }
 
-func TestLabelMarksEveryObjectAndKeepsTheRest(t *testing.T) {
-	cm := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": "p", "labels": map[string]any{"app.kubernetes.io/name": "myproxy"}},
-		"data":     map[string]any{"nginx.conf": "events {}\n"},
-	}}
-	dep := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "p"},
-		"spec": map[string]any{"replicas": int64(2)},
-	}}
-	if err := label(kube.ResourceList{labelled(cm), labelled(dep)}, names.ManagedValue); err != nil {
+// owning is a kube client whose releases belong to MyProxy team/p.
+func owning() (*kubeClient, *unstructured.Unstructured) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}, {Group: "apps", Version: "v1", Kind: "Deployment"},
+		{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"}} {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	mapper.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, meta.RESTScopeRoot)
+	owner := &unstructured.Unstructured{}
+	owner.SetGroupVersionKind(schema.GroupVersionKind{Group: "gateway.example.com", Version: "v1alpha1", Kind: "MyProxy"})
+	owner.SetNamespace("team")
+	owner.SetName("p")
+	owner.SetUID("uid-p")
+	return &kubeClient{configs: &Configs{mapper: mapper, Settings: Settings{Managed: names.ManagedValue}}, owner: owner}, owner
+}
+
+func object(apiVersion, kind, namespace, name string, annotations map[string]any) *unstructured.Unstructured {
+	md := map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/name": "myproxy"}}
+	if namespace != "" {
+		md["namespace"] = namespace
+	}
+	if annotations != nil {
+		md["annotations"] = annotations
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md,
+		"data": map[string]any{"nginx.conf": "events {}\n"}}}
+}
+
+func TestOwnLabelsEveryObjectAndPointsAtTheResourceAsThePluginsDo(t *testing.T) {
+	c, owner := owning()
+	plain := object("v1", "ConfigMap", "team", "plain", nil)
+	dep := object("apps/v1", "Deployment", "team", "p", nil)
+	hook := object("v1", "ConfigMap", "team", "hook", map[string]any{"helm.sh/hook": "pre-install"})
+	kept := object("v1", "ConfigMap", "team", "kept", map[string]any{"helm.sh/resource-policy": "keep"})
+	elsewhere := object("v1", "ConfigMap", "other", "elsewhere", nil)
+	cluster := object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "role", nil)
+	objs := kube.ResourceList{labelled(plain), labelled(dep), labelled(hook), labelled(kept), labelled(elsewhere), labelled(cluster)}
+	if err := c.own(objs); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []*unstructured.Unstructured{cm, dep} {
-		if !names.ManagedSelector(names.ManagedValue).Matches(labels.Set(o.GetLabels())) {
-			t.Errorf("%s %s not labelled: %v", o.GetKind(), o.GetName(), o.GetLabels())
+	if err := c.own(objs); err != nil { // a manifest stored with the owner reference already
+		t.Fatal(err)
+	}
+	controller := []metav1.OwnerReference{*metav1.NewControllerRef(owner, owner.GroupVersionKind())}
+	for _, tc := range []struct {
+		obj         *unstructured.Unstructured
+		owners      []metav1.OwnerReference
+		annotations bool
+	}{
+		{obj: plain, owners: controller},
+		{obj: dep, owners: controller},
+		{obj: hook},
+		{obj: kept, annotations: true},
+		{obj: elsewhere, annotations: true},
+		{obj: cluster, annotations: true},
+	} {
+		o := tc.obj
+		if !names.ManagedSelector(names.ManagedValue).Matches(labels.Set(o.GetLabels())) || o.GetLabels()["app.kubernetes.io/name"] != "myproxy" {
+			t.Errorf("%s %s: labels %v, want the managed label beside the chart's", o.GetKind(), o.GetName(), o.GetLabels())
 		}
-	}
-	if cm.GetLabels()["app.kubernetes.io/name"] != "myproxy" {
-		t.Errorf("the chart's own labels were lost: %v", cm.GetLabels())
-	}
-	if conf, _, _ := unstructured.NestedString(cm.Object, "data", "nginx.conf"); conf != "events {}\n" {
-		t.Errorf("data changed: %q", conf)
-	}
-	if r, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); r != 2 {
-		t.Errorf("spec changed: replicas %d", r)
+		if got := o.GetOwnerReferences(); !reflect.DeepEqual(got, tc.owners) {
+			t.Errorf("%s %s: owner references %+v, want %+v", o.GetKind(), o.GetName(), got, tc.owners)
+		}
+		if _, got := o.GetAnnotations()[sdkhandler.TypeAnnotation]; got != tc.annotations {
+			t.Errorf("%s %s: owner annotations %v, want %v", o.GetKind(), o.GetName(), o.GetAnnotations(), tc.annotations)
+		}
+		if conf, _, _ := unstructured.NestedString(o.Object, "data", "nginx.conf"); conf != "events {}\n" {
+			t.Errorf("%s %s: data changed: %q", o.GetKind(), o.GetName(), conf)
+		}
 	}
 }
 
-func TestLabelRefusesAnObjectWithoutMetadata(t *testing.T) {
-	if err := label(kube.ResourceList{labelled(&runtime.Unknown{})}, names.ManagedValue); err == nil {
+func TestOwnRefusesAnObjectItCannotLabel(t *testing.T) {
+	c, _ := owning()
+	if err := c.own(kube.ResourceList{labelled(&runtime.Unknown{})}); err == nil {
 		t.Error("an object without metadata was labelled")
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"k8s.io/cli-runtime/pkg/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/names"
@@ -46,6 +45,8 @@ type kubeClient struct {
 	*kube.Client
 	configs            *Configs
 	release, releaseNS string
+	// owner is the custom resource the release's objects point at (own).
+	owner client.Object
 	// action is what the running action told of itself (SetAction); answers, how Helm's reads
 	// through this client are answered now (answer).
 	action  Action
@@ -142,9 +143,10 @@ func jsonResponse(req *http.Request, code int, body any) (*http.Response, error)
 }
 
 // Build implements kube.Interface. Helm builds every manifest it applies, deletes or runs as a
-// hook, and the owner-reference post-renderer builds each rendered manifest through this client
-// too, so the label reaches the objects and the manifest stored in the release, and an object
-// outside the release's reach is refused before any of them is sent.
+// hook through it: each object is refused when it is outside the release's reach, before any
+// is sent, and is given what the operator adds to every release object (own), so that it
+// reaches every object written, whichever action writes it, and none of it is stored in the
+// release's manifest, which holds what the chart rendered, as for `helm install`.
 //
 // It never validates against the OpenAPI schema, whatever Helm asks: Helm builds hook
 // manifests with validation on, which fetches the OpenAPI documents and reads the release's
@@ -158,20 +160,40 @@ func (c *kubeClient) Build(reader io.Reader, _ bool) (kube.ResourceList, error) 
 	if err := c.confine(objs); err != nil {
 		return nil, err
 	}
-	return objs, label(objs, c.configs.Managed)
+	return objs, c.own(objs)
 }
 
-// label sets the managed label (names.ManagedLabel) to value on every object of a list built by
-// Helm's kube client. It is set here, not by a post-renderer: the owner-reference post-renderer
-// already builds and re-serialises every rendered manifest through this client, so the label
-// lands in the manifest stored in the release at no cost.
-func label(objs kube.ResourceList, value string) error {
+// own sets on every object of a list built by Helm's kube client the managed label
+// (names.ManagedLabel), which the operator's caches select release objects by, and, but on
+// hooks, what points it at the custom resource, as helm-operator-plugins' post-renderer does:
+// an owner reference where the object can carry one (the custom resource's namespace, no keep
+// policy), so that the garbage collector takes it with the custom resource, and the operator-sdk
+// owner annotations otherwise, which the dependent watches follow. Hooks outlive their release
+// until the operator deletes them after the uninstall; Helm tells a hook by its annotation
+// alone. An object that points at the custom resource already (a manifest an earlier version
+// of the operator stored with its owner reference) is left pointing once.
+func (c *kubeClient) own(objs kube.ResourceList) error {
 	for _, info := range objs {
-		m, err := meta.Accessor(info.Object)
-		if err != nil {
-			return fmt.Errorf("labelling %s %s: %w", info.Mapping.GroupVersionKind.Kind, info.Name, err)
+		u, ok := info.Object.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("labelling %s %s: unsupported object type %T", info.Mapping.GroupVersionKind.Kind, info.Name, info.Object)
 		}
-		m.SetLabels(labels.Merge(m.GetLabels(), labels.Set{names.ManagedLabel: value}))
+		u.SetLabels(labels.Merge(u.GetLabels(), labels.Set{names.ManagedLabel: c.configs.Managed}))
+		if _, hook := u.GetAnnotations()[rspb.HookAnnotation]; hook {
+			continue
+		}
+		byRef, err := CanOwn(c.configs.mapper, c.owner, u)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !byRef || manifestutil.HasResourcePolicyKeep(u.GetAnnotations()):
+			if err := sdkhandler.SetOwnerAnnotations(c.owner, u); err != nil {
+				return err
+			}
+		case !slices.ContainsFunc(u.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == c.owner.GetUID() }):
+			u.SetOwnerReferences(append(u.GetOwnerReferences(), *metav1.NewControllerRef(c.owner, c.owner.GetObjectKind().GroupVersionKind())))
+		}
 	}
 	return nil
 }
@@ -372,50 +394,6 @@ func (c *kubeClient) get(info *resource.Info) (metav1.Object, error) {
 func (c *kubeClient) IsReachable() error {
 	_, err := c.configs.Capabilities()
 	return err
-}
-
-// ownerReferences is the post-renderer that points every rendered object at its custom
-// resource, as helm-operator-plugins' does: an owner reference where the object can carry one
-// (the custom resource's namespace, no keep policy), so that the garbage collector takes it with
-// the custom resource, and the operator-sdk owner annotations otherwise, which the dependent
-// watches follow. Hooks keep neither: they outlive their release until the operator deletes
-// them after the uninstall (the actions render with PostRenderStrategyNoHooks).
-type ownerReferences struct {
-	kube   kube.Interface
-	mapper meta.RESTMapper
-	owner  client.Object
-}
-
-// Run implements postrenderer.PostRenderer.
-func (p ownerReferences) Run(in *bytes.Buffer) (*bytes.Buffer, error) {
-	objs, err := p.kube.Build(in, false)
-	if err != nil {
-		return nil, err
-	}
-	out := &bytes.Buffer{}
-	for _, info := range objs {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(info.Object)
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{Object: m}
-		byRef, err := CanOwn(p.mapper, p.owner, u)
-		if err != nil {
-			return nil, err
-		}
-		if byRef && !manifestutil.HasResourcePolicyKeep(u.GetAnnotations()) {
-			u.SetOwnerReferences(append(u.GetOwnerReferences(), *metav1.NewControllerRef(p.owner, p.owner.GetObjectKind().GroupVersionKind())))
-		} else if err := sdkhandler.SetOwnerAnnotations(p.owner, u); err != nil {
-			return nil, err
-		}
-		data, err := yaml.Marshal(u.Object)
-		if err != nil {
-			return nil, err
-		}
-		out.WriteString("---\n")
-		out.Write(data)
-	}
-	return out, nil
 }
 
 // CanOwn reports whether dependent can carry an owner reference to owner: a namespaced owner

@@ -55,10 +55,13 @@ const (
 
 // Event reasons, one per outcome of a Helm action.
 const (
-	ReasonInstalled             = "Installed"
-	ReasonInstallFailed         = "InstallFailed"
-	ReasonUpgraded              = "Upgraded"
-	ReasonUpgradeFailed         = "UpgradeFailed"
+	ReasonInstalled     = "Installed"
+	ReasonInstallFailed = "InstallFailed"
+	ReasonUpgraded      = "Upgraded"
+	ReasonUpgradeFailed = "UpgradeFailed"
+	// ReasonValuesRecorded: a release upgraded only so that its record holds the resource's
+	// values, which render the objects it has.
+	ReasonValuesRecorded        = "ValuesRecorded"
 	ReasonReleaseCheckFailed    = "ReleaseCheckFailed"
 	ReasonUninstalled           = "Uninstalled"
 	ReasonUninstallFailed       = "UninstallFailed"

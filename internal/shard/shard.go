@@ -15,8 +15,8 @@
 //     picks once nothing of its own is in flight on them (Claims), also those moved while it
 //     was down; only then may the new shard claim it. A claim naming a shard that is not in
 //     the fleet is stale and taken over, unless that shard's Lease is held (Liveness): then
-//     the shards disagree on the fleet, and the resource waits. The release is upgraded in
-//     place (its objects are relabelled for the new shard's cache), not reinstalled.
+//     the shards disagree on the fleet, and the resource waits. The release stays as it is,
+//     its objects relabelled for the new shard's cache (a drift correction), not reinstalled.
 package shard
 
 import (

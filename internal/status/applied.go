@@ -114,8 +114,6 @@ func (o *AppliedGenerations) Len() int { return o.applied.Len() }
 type Ref struct {
 	GVK             schema.GroupVersionKind
 	Namespace, Name string
-	// Managed is the object's managed label value in the manifest (names.ManagedLabel).
-	Managed string
 }
 
 func (r Ref) String() string { return r.GVK.Kind + "/" + r.Name }
@@ -134,32 +132,52 @@ type ReleaseObject struct {
 }
 
 // ParseManifest returns the objects a release manifest creates, in the order Helm installs
-// them. Objects without a namespace are in the release's (namespace) unless their kind is
-// cluster-scoped, which namespaced reports.
+// them; a List stands for its items, as Helm builds it. Objects without a namespace are in the
+// release's (namespace) unless their kind is cluster-scoped, which namespaced reports.
 func ParseManifest(manifest, namespace string, namespaced func(schema.GroupVersionKind) bool) ([]Ref, error) {
 	docs := releaseutil.SplitManifests(manifest)
 	keys := slices.Collect(maps.Keys(docs))
 	sort.Sort(releaseutil.BySplitManifestsOrder(keys))
 	refs := make([]Ref, 0, len(keys))
 	for _, k := range keys {
-		var h metav1.PartialObjectMetadata // what is read of each object
-		if err := yaml.Unmarshal([]byte(docs[k]), &h); err != nil {
+		var doc manifestObject
+		if err := yaml.Unmarshal([]byte(docs[k]), &doc); err != nil {
 			return nil, fmt.Errorf("release manifest: %w", err)
 		}
-		if h.Kind == "" {
-			continue
+		for _, h := range doc.objects() {
+			ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Namespace, Name: h.Name}
+			switch {
+			case !namespaced(ref.GVK):
+				ref.Namespace = ""
+			case ref.Namespace == "":
+				ref.Namespace = namespace
+			}
+			refs = append(refs, ref)
 		}
-		ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Namespace, Name: h.Name,
-			Managed: h.Labels[names.ManagedLabel]}
-		switch {
-		case !namespaced(ref.GVK):
-			ref.Namespace = ""
-		case ref.Namespace == "":
-			ref.Namespace = namespace
-		}
-		refs = append(refs, ref)
 	}
 	return refs, nil
+}
+
+// manifestObject is what is read of each object of a manifest: its identity, and a List's items
+// (a document whose items field is a list is one, as for Kubernetes' object builder).
+type manifestObject struct {
+	metav1.PartialObjectMetadata `json:",inline"`
+	Items                        []manifestObject `json:"items"`
+}
+
+// objects are the objects the document stands for: itself, or a List's items.
+func (o manifestObject) objects() []metav1.PartialObjectMetadata {
+	if o.Items == nil {
+		if o.Kind == "" {
+			return nil
+		}
+		return []metav1.PartialObjectMetadata{o.PartialObjectMetadata}
+	}
+	var out []metav1.PartialObjectMetadata
+	for _, item := range o.Items {
+		out = append(out, item.objects()...)
+	}
+	return out
 }
 
 // The writes of helm-operator-plugins' status updater, the other writer of a custom resource's

@@ -139,13 +139,16 @@ func TestReadyFollowsTheKstatusRules(t *testing.T) {
 func TestParseManifest(t *testing.T) {
 	manifest := "---\n# Source: c/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\n" +
 		"apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\n" +
-		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n"
+		"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n  namespace: other\n---\n" +
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata:\n    name: s\n" +
+		"- apiVersion: v1\n  kind: List\n  items:\n  - apiVersion: v1\n    kind: Secret\n    metadata:\n      name: t\n---\n" +
+		"apiVersion: v1\nkind: List\nitems: []\n"
 	clusterScoped := func(gvk schema.GroupVersionKind) bool { return gvk.Kind != "ClusterRole" }
 	refs, err := ParseManifest(manifest, "ns", clusterScoped)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"ConfigMap/a": "ns", "ClusterRole/r": "", "Deployment/d": "other"}
+	want := map[string]string{"ConfigMap/a": "ns", "ClusterRole/r": "", "Deployment/d": "other", "Service/s": "ns", "Secret/t": "ns"}
 	if len(refs) != len(want) {
 		t.Fatalf("refs %v", refs)
 	}

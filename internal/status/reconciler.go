@@ -70,7 +70,6 @@ type Reconciler struct {
 	Held func(types.NamespacedName) (string, bool)
 
 	sharded    bool        // Shard.Sharded(), read once: unsharded, no reconcile calls into package shard
-	managed    string      // Shard.ManagedValue()
 	objects    cache.Cache // the manager's cache, unfiltered
 	controller controller.Controller
 	owned      handler.EventHandler
@@ -90,7 +89,7 @@ func (r *Reconciler) Nudge(key types.NamespacedName) {
 // release, or the Helm reconciler's progress (Applied: the generations it has applied) changes. selector limits it to the
 // resources the Helm reconciler takes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSelector) error {
-	r.sharded, r.managed = r.Shard.Sharded(), r.Shard.ManagedValue()
+	r.sharded = r.Shard.Sharded()
 	owner := &unstructured.Unstructured{}
 	owner.SetGroupVersionKind(r.GVK)
 	// The manager's cache hides status-only changes of the custom resources and of the objects
@@ -202,19 +201,13 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 	if isDeployed {
 		objs, known, err := r.releaseObjects(ctx, key)
 		if err != nil || !known {
-			// Not known: deployed before this process started, and not reconciled since; the
-			// Helm reconciler's post hook, which reconciles every resource on start, brings us back.
+			// Not known: deployed before this process started (or by another shard), and not
+			// reconciled here since; the Helm reconciler's post hook, which runs once every object
+			// of the release carries this shard's label, brings us back: on start the reconciler
+			// reconciles every resource, and a resource handed over is reconciled by its claim.
 			return current, nil, err
 		}
 		objects = objs
-		if slices.ContainsFunc(objects, func(o ReleaseObject) bool {
-			return o.Ref.Managed != "" && o.Ref.Managed != r.managed
-		}) {
-			// Handed over from another shard, whose label the objects still carry: this cache
-			// holds none of them until this shard's first upgrade relabels them, and the
-			// status it would compute now is not the objects'. That upgrade brings us back.
-			return current, nil, nil
-		}
 	}
 	evaluated := r.Declaration.Evaluate(obj.Object, lives(objects))
 	for _, err := range evaluated.Errors {

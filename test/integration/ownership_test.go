@@ -504,6 +504,14 @@ func kubeClients(t *testing.T) (client.Client, string, *helmconfig.Configs) {
 	return c, ns, configs
 }
 
+// storedMyProxy is MyProxy namespace/name as if stored, with a UID, for a kube client to point
+// the objects it builds at (none is stored: nothing here reconciles it).
+func storedMyProxy(namespace, name string) *unstructured.Unstructured {
+	mp := harness.MyProxy(namespace, name, nil)
+	mp.SetUID(types.UID("uid-" + name))
+	return mp
+}
+
 // An upgrade writes an object its release keeps (the last revision names it) only while it is
 // that release's, whatever the cache of release objects knows of it: the object another release
 // holds is not written, and its owner is named, when the cache holds it, when the cache does not
@@ -516,8 +524,7 @@ func TestAnUpgradeNeverWritesAKeptObjectAnotherReleaseHolds(t *testing.T) {
 	// apply sends release's ConfigMap "shared" through its kube client: an Update whose last
 	// revision had it when upgrade, else a Create.
 	apply := func(release string, serverSide, upgrade bool) error {
-		owner := harness.MyProxy(ns, release, nil)
-		cfg, _, err := configs.For(ctx, owner, logr.Discard())
+		cfg, _, err := configs.For(ctx, storedMyProxy(ns, release), logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -583,7 +590,7 @@ func TestAnUpgradeDeletesOnlyWhatItsReleaseHolds(t *testing.T) {
 	c, ns, configs := kubeClients(t)
 	// configMaps builds release's ConfigMaps of these names through its kube client.
 	configMaps := func(release string, kept []string, objects ...string) (*action.Configuration, kube.ResourceList) {
-		cfg, _, err := configs.For(ctx, harness.MyProxy(ns, release, nil), logr.Discard())
+		cfg, _, err := configs.For(ctx, storedMyProxy(ns, release), logr.Discard())
 		if err != nil {
 			t.Fatal(err)
 		}

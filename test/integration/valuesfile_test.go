@@ -255,10 +255,8 @@ func rendered(t *testing.T, chartDir string, vals map[string]any) map[string]map
 }
 
 // manifestObjects parses the YAML documents of a manifest, each object without a namespace put
-// in namespace. The operator's manifests name the release's namespace in every object (its
-// owner-reference post-renderer writes out the objects Helm's kube client built into that
-// namespace), where helm template prints what the templates write, no namespace in these charts;
-// every kind they render is namespaced.
+// in namespace: the operator's manifests, as helm template's, hold what the templates write, no
+// namespace in these charts, and every kind they render is namespaced.
 func manifestObjects(t *testing.T, manifest, namespace string) []map[string]any {
 	t.Helper()
 	var objs []map[string]any
@@ -468,11 +466,6 @@ func TestTheOperatorInstallsWhatHelmTemplateRendersOfTheSpecAsAValuesFile(t *tes
 				t.Fatal(err)
 			}
 			installed := byObject(manifestObjects(t, acc.Manifest(), ns))
-			for key, obj := range installed {
-				if err := operatorAdds(obj, stored); err != nil {
-					t.Errorf("%s: %v", key, err)
-				}
-			}
 
 			valuesFile := harness.WriteTemp(t, "values-*.yaml", []byte(s.spec))
 			want := helmTemplate(t, chartDir, s.name, ns, kubeVersion, "-f", valuesFile)
@@ -490,6 +483,9 @@ func TestTheOperatorInstallsWhatHelmTemplateRendersOfTheSpecAsAValuesFile(t *tes
 				}
 				if where := notWithin(asStored(obj), live.Object, nil); where != "" {
 					t.Errorf("%s in the cluster is not what helm template -f renders: %s", key, where)
+				}
+				if err := operatorAdds(live.DeepCopy().Object, stored); err != nil {
+					t.Errorf("%s in the cluster: %v", key, err)
 				}
 			}
 			for at, want := range s.installs {
@@ -510,20 +506,17 @@ func TestTheOperatorInstallsWhatHelmTemplateRendersOfTheSpecAsAValuesFile(t *tes
 	}
 }
 
-// operatorAdds removes from an object of the operator's release what the operator adds to every
-// release object by design, and helm template does not (docs/chart-authoring.md, "What the
-// operator adds to every release"), after checking that each is what the operator adds:
+// operatorAdds checks that an object of the operator's release, as the cluster holds it, carries
+// what the operator adds to every release object by design, and helm template does not
+// (docs/chart-authoring.md, "What the operator adds to every release"); the release's stored
+// manifest holds none of it, only what the chart rendered (compared with helm template above):
 //   - the label names.ManagedLabel, names.ManagedValue for an operator that is not sharded: the
 //     operator's kube client (package helmconfig) sets it on every object it builds, and the
 //     operator's caches select release objects by it;
-//   - metadata.ownerReferences, one controller reference to the custom resource: the
-//     owner-reference post-renderer (package helmconfig) adds it, for the garbage collector to
-//     delete the objects with the custom resource. (An object that cannot carry one gets
-//     operator-sdk's owner annotations instead; these charts render none: every object is in the
-//     custom resource's namespace.)
-//
-// Nothing else is left out: Helm's ownership metadata (meta.helm.sh/release-name...) is written
-// on apply, not in the manifest.
+//   - metadata.ownerReferences, one controller reference to the custom resource: the kube
+//     client adds it too, for the garbage collector to delete the objects with the custom
+//     resource. (An object that cannot carry one gets operator-sdk's owner annotations instead;
+//     these charts render none: every object is in the custom resource's namespace.)
 func operatorAdds(obj map[string]any, cr *unstructured.Unstructured) error {
 	u := &unstructured.Unstructured{Object: obj}
 	labels := u.GetLabels()
