@@ -8,7 +8,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
 	release "helm.sh/helm/v4/pkg/release/v1"
-	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,12 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/actionclient"
 	"github.com/example/myproxy-operator/internal/caches"
 	"github.com/example/myproxy-operator/internal/helmconfig"
 	"github.com/example/myproxy-operator/internal/names"
+	"github.com/example/myproxy-operator/internal/status"
 )
 
 // dependentWatches wakes the Helm reconciler when an object of one of its releases changes or
@@ -123,20 +122,12 @@ func (d *dependentWatches) postHook(log logr.Logger) func(*unstructured.Unstruct
 	return func(owner *unstructured.Unstructured, rel *release.Release) error {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		for _, manifest := range releaseutil.SplitManifests(rel.Manifest) {
-			var obj unstructured.Unstructured
-			if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
-				return err
-			}
-			if obj.IsList() { // a List is no resource: its items are
-				if err := obj.EachListItem(func(item runtime.Object) error {
-					return d.watch(owner, item.(*unstructured.Unstructured), log)
-				}); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := d.watch(owner, &obj, log); err != nil {
+		refs, err := status.ParseManifest(rel.Manifest, owner.GetNamespace(), func(schema.GroupVersionKind) bool { return true })
+		if err != nil {
+			return err
+		}
+		for _, ref := range refs { // a List stands for its items
+			if err := d.watch(owner, ref.GVK, log); err != nil {
 				return err
 			}
 		}
@@ -144,9 +135,8 @@ func (d *dependentWatches) postHook(log logr.Logger) func(*unstructured.Unstruct
 	}
 }
 
-// watch adds the watch of dependent's kind, unless there is one. Called with d.mu held.
-func (d *dependentWatches) watch(owner, dependent *unstructured.Unstructured, log logr.Logger) error {
-	gvk := dependent.GroupVersionKind()
+// watch adds the watch of a release object kind, unless there is one. Called with d.mu held.
+func (d *dependentWatches) watch(owner *unstructured.Unstructured, gvk schema.GroupVersionKind, log logr.Logger) error {
 	if gvk.Empty() || d.watched[gvk] {
 		return nil
 	}
