@@ -54,7 +54,6 @@ var registeredElsewhere = map[string]string{
 	"helmconfig.Records.writes":      "own_writes",
 	"helmconfig.Records.writing":     "own_writes",
 	"helmconfig.Records.deletes":     "own_writes",
-	"helmconfig.Records.objects":     "own_writes",
 	"actionclient.Lookups.followed":  "lookup_followers",
 	"actionclient.Lookups.followers": "lookup_followers", // the reverse index of followed
 	"caches.Store.m":                 "",                 // the Store itself

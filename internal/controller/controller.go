@@ -305,7 +305,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 	}
 	if !s.SkipDependentWatches {
 		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(), waiters: sh.waiters,
-			ownDelete: sh.releaseRecords.OwnObjectDelete, followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
+			ownDelete: sh.releaseRecords.OwnDelete, followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
 			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook(log)))}, opts...)

@@ -64,7 +64,7 @@ func watchReleaseRecords(records cache.Cache, gvk schema.GroupVersionKind, own *
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if !own.OwnDelete(client.ObjectKeyFromObject(e.Object)) {
+			if !own.OwnDelete(e.Object.GetUID()) {
 				wake(e.Object, q)
 			}
 			waiters.ReleaseGone(e.Object.GetNamespace(), e.Object.GetLabels()[names.RecordNameLabel])

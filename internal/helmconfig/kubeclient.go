@@ -350,7 +350,7 @@ func (c *kubeClient) remove(objs kube.ResourceList, policy metav1.DeletionPropag
 		}
 		uid := live.GetUID()
 		if c.configs.Records != nil {
-			c.configs.Records.deletingObject(uid)
+			c.configs.Records.deleting(uid)
 		}
 		_, err := resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name,
 			&metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})

@@ -231,8 +231,9 @@ func (s *Store) Delete(key string) (release.Releaser, error) {
 	s.mu.Lock()
 	seen := s.seen[key]
 	s.mu.Unlock()
-	s.records.deleting(s.release(key))
-	if err := s.secrets.Delete(context.Background(), key, metav1.DeleteOptions{Preconditions: &seen}); err != nil {
+	s.records.deleting(*seen.UID)
+	// Gone already: another process removed it too (both removing one failed install).
+	if err := s.secrets.Delete(context.Background(), key, metav1.DeleteOptions{Preconditions: &seen}); err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -382,11 +383,11 @@ func CacheIndex(records cache.Cache) RecordIndex {
 //     record changed by anyone but the operator (deleted, edited) needs a reconcile; the
 //     operator's own writes do not, or a failed install would wake itself in a tight loop. A
 //     write's event may arrive before its response: until then, any event of the record is
-//     taken as the write's. A delete is remembered until it expires (its event arrives within
-//     seconds), so the registry stays as small as the writes in flight;
-//   - the release objects it deleted (by UID), so that the watches of release objects tell its
-//     own deletions (an uninstall's, a failed install's cleanup, an upgrade's) from everyone
-//     else's, remembered as long as a record's delete;
+//     taken as the write's. A delete, of a record or a release object (an uninstall's, a failed
+//     install's cleanup, an upgrade's), is remembered by UID until it expires (its event
+//     arrives within seconds), so the registry stays as small as the writes in flight. By UID,
+//     not name: a failing install writes and deletes a record of the same name again and again,
+//     and another process's delete of it must still wake this one;
 //   - the releases known to have records (written or read by this process), for the empty
 //     history of a new release (fast path empty-history): installing, Helm lists a release's
 //     records three times (the reconciler's get, the check that the name is free, the history
@@ -407,8 +408,7 @@ type Records struct {
 	known   map[types.NamespacedName]struct{}
 	writes  map[types.NamespacedName][]written // the resourceVersions recently written
 	writing map[types.NamespacedName]int       // writes sent and not yet answered
-	deletes map[types.NamespacedName]time.Time
-	objects map[types.UID]time.Time // release objects deleted
+	deletes map[types.UID]time.Time            // records and release objects
 	pruned  time.Time
 }
 
@@ -422,7 +422,7 @@ type written struct {
 func NewRecords(index RecordIndex) *Records {
 	return &Records{index: index, now: time.Now, known: map[types.NamespacedName]struct{}{},
 		writes: map[types.NamespacedName][]written{}, writing: map[types.NamespacedName]int{},
-		deletes: map[types.NamespacedName]time.Time{}, objects: map[types.UID]time.Time{}}
+		deletes: map[types.UID]time.Time{}}
 }
 
 // ownTTL bounds how long a delete or write is taken as own: informers deliver events within
@@ -485,11 +485,12 @@ func (r *Records) wrote(record types.NamespacedName, resourceVersion string) {
 	r.writes[record] = ws[max(0, len(ws)-maxWrites):]
 }
 
-func (r *Records) deleting(record types.NamespacedName) {
+// deleting remembers that this process is about to delete the record or release object uid.
+func (r *Records) deleting(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked()
-	r.deletes[record] = r.now()
+	r.deletes[uid] = r.now()
 }
 
 // OwnWrite reports whether a record at this resourceVersion is one of this process's writes
@@ -501,27 +502,11 @@ func (r *Records) OwnWrite(record types.NamespacedName, resourceVersion string) 
 		slices.ContainsFunc(r.writes[record], func(w written) bool { return w.resourceVersion == resourceVersion })
 }
 
-// deletingObject remembers that this process is about to delete the release object uid.
-func (r *Records) deletingObject(uid types.UID) {
+// OwnDelete reports whether a deleted record or release object is one this process deleted.
+func (r *Records) OwnDelete(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pruneLocked()
-	r.objects[uid] = r.now()
-}
-
-// OwnObjectDelete reports whether a deleted release object is one this process deleted.
-func (r *Records) OwnObjectDelete(uid types.UID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.objects[uid]
-	return ok
-}
-
-// OwnDelete reports whether a deleted record is one this process deleted.
-func (r *Records) OwnDelete(record types.NamespacedName) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.deletes[record]
+	_, ok := r.deletes[uid]
 	return ok
 }
 
@@ -530,7 +515,7 @@ func (r *Records) InFlight() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pruneLocked()
-	n := len(r.deletes) + len(r.writing) + len(r.objects)
+	n := len(r.deletes) + len(r.writing)
 	for _, ws := range r.writes {
 		n += len(ws)
 	}
@@ -543,7 +528,6 @@ func (r *Records) pruneLocked() {
 		return
 	}
 	r.pruned = now
-	maps.DeleteFunc(r.deletes, func(_ types.NamespacedName, at time.Time) bool { return now.Sub(at) > ownTTL })
-	maps.DeleteFunc(r.objects, func(_ types.UID, at time.Time) bool { return now.Sub(at) > ownTTL })
+	maps.DeleteFunc(r.deletes, func(_ types.UID, at time.Time) bool { return now.Sub(at) > ownTTL })
 	maps.DeleteFunc(r.writes, func(_ types.NamespacedName, ws []written) bool { return now.Sub(ws[len(ws)-1].at) > ownTTL })
 }

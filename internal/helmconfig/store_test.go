@@ -505,7 +505,7 @@ func TestOwnWritesAndDeletes(t *testing.T) {
 	if !r.OwnWrite(rec, "10") || !r.OwnWrite(rec, "12") || r.OwnWrite(rec, "11") {
 		t.Error("exactly the resourceVersions written are own, the earlier ones too (their events come later)")
 	}
-	other := types.NamespacedName{Namespace: "n", Name: "b"}
+	const other, again = types.UID("b-1"), types.UID("b-2") // one record's name, made twice
 	if r.OwnDelete(other) {
 		t.Fatal("a record never deleted is not an own delete")
 	}
@@ -513,8 +513,11 @@ func TestOwnWritesAndDeletes(t *testing.T) {
 	if first, second := r.OwnDelete(other), r.OwnDelete(other); !first || !second {
 		t.Error("own delete not recognised (by every handler that asks)")
 	}
+	if r.OwnDelete(again) {
+		t.Error("another process's delete of a record made again under the same name is taken as own")
+	}
 	now = now.Add(2 * ownTTL)
-	r.deleting(types.NamespacedName{Namespace: "n", Name: "c"})
+	r.deleting("c")
 	if r.OwnDelete(other) || r.InFlight() != 1 {
 		t.Errorf("entries whose events never came must expire (%d left)", r.InFlight())
 	}
