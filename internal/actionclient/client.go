@@ -2,12 +2,13 @@
 // reconciler asks its action client getter for a client at the beginning of every reconcile;
 // the getter (Client.begin) gathers what is known of the release once, asks Decide once
 // (decide.go), carries out the steps the reconciler does not know that come first (the claim,
-// the unlock), and returns one client whose every answer to the reconciler is a fact: the
-// record as stored, or a rendering the chart makes of the values at hand. Each of the
-// reconciler's calls is carried out as a step of that Decision, one small type per step, with
-// Helm 4: install and the removal of a failed install (install.go), upgrade, rollback and the
-// rollout's hold (upgrade.go), drift correction (drift.go), uninstall (uninstall.go). The
-// reconciler speaks Helm 3's types; seam.go, the one file that knows them, converts.
+// the unlock, the removal of a failed install), and returns one client whose every answer to
+// the reconciler is a fact: the record as stored, or a rendering the chart makes of the values
+// at hand. Each of the reconciler's calls is carried out as a step of that Decision, one small
+// type per step, with Helm 4: install and the removal of a failed install (install.go),
+// upgrade, rollback and the rollout's hold (upgrade.go), drift correction (drift.go), uninstall
+// (uninstall.go). The reconciler speaks Helm 3's types; seam.go, the one file that knows them,
+// converts.
 //
 // What the upstream client lacks is here too: the upgrade check answered from digests of every
 // input of a rendering instead of a dry run (digest.go, lookups.go), releases left pending by a
@@ -149,8 +150,9 @@ type reconcile struct {
 }
 
 // begin starts a reconcile of obj: it gathers what is known, decides, carries out the steps
-// that come before the reconciler's first call (the claim, the unlock), and returns the client
-// that carries the rest out; the error of a Refuse decision, or of a step that failed.
+// that come before the reconciler's first call (the claim, the unlock, the removal of a failed
+// install), and returns the client that carries the rest out; the error of a Refuse decision,
+// or of a step that failed.
 func (c *Client) begin(ctx context.Context, obj *unstructured.Unstructured) (*reconcile, error) {
 	log := logf.FromContext(ctx)
 	start := time.Now()
@@ -179,6 +181,12 @@ func (c *Client) begin(ctx context.Context, obj *unstructured.Unstructured) (*re
 		if err := (unlockStep{r}).run(); err != nil {
 			return nil, err
 		}
+	}
+	if r.decision.Remove {
+		if err := (removeFailedInstallStep{r: r, failed: errors.New(r.known.cur.Info.Description)}).run(); err != nil {
+			return nil, err
+		}
+		r.stored, r.storedErr = nil, nil // purged: the reconciler reads no record, and installs
 	}
 	if w := c.o.Waves; w != nil {
 		switch r.decision.Step {

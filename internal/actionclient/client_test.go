@@ -132,16 +132,19 @@ func TestValuesThatRenderTheSameObjectsAreRecorded(t *testing.T) {
 // A release that is not deployed is rendered whatever its digests, and upgraded (a retry).
 func TestDigestNeverSkipsForAReleaseThatIsNotDeployed(t *testing.T) {
 	h := newHelm(t)
-	chrt, vals := testChart(configMap), map[string]any{}
-	if _, _, err := newKind(t, h, chrt, digested()).reconcileAs(vals); err != nil {
-		t.Fatal(err)
+	chrt, vals := testChart(configMap), map[string]any{"unused": "a"}
+	k := newKind(t, h, chrt, digested())
+	for _, spec := range []map[string]any{{}, vals} { // revision 2: the values recorded
+		if _, _, err := k.reconcileAs(spec); err != nil {
+			t.Fatal(err)
+		}
 	}
 	failed := h.last(t)
 	failed.Info.Status = rcommon.StatusFailed
-	if err := h.mem.Update("sh.helm.release.v1.p.v1", failed); err != nil {
+	if err := h.mem.Update("sh.helm.release.v1.p.v2", failed); err != nil {
 		t.Fatal(err)
 	}
-	k := newKind(t, h, chrt, digested())
+	k = newKind(t, h, chrt, digested())
 	r := k.begin(cr(vals))
 	if k.checks() != 1 || r.decision.Step != Upgrade {
 		t.Errorf("failed release: %d dry runs, step %s; want 1, upgrade", k.checks(), r.decision.Step)
@@ -513,6 +516,29 @@ func TestAFailedReleaseIsRetriedNotHeld(t *testing.T) {
 	h := newHelm(t)
 	gate := &gateCalls{hold: true}
 	chrt := testChart(configMap)
+	k := newKind(t, h, chrt, Options{})
+	for _, spec := range []map[string]any{{}, {"unused": "a"}} { // revision 2: the values recorded
+		if _, _, err := k.reconcileAs(spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := h.last(t)
+	failed.Info.Status = rcommon.StatusFailed
+	if err := h.mem.Update("sh.helm.release.v1.p.v2", failed); err != nil {
+		t.Fatal(err)
+	}
+	r := newKind(t, h, chrt, Options{Waves: gate}).begin(cr(map[string]any{"unused": "a"}))
+	if _, err := r.upgrade(actionOptions{}); err != nil || r.decision.Step != Upgrade || len(gate.asked) != 0 {
+		t.Errorf("the retry of a failed release: err %v, step %s, gate asked %v", err, r.decision.Step, gate.asked)
+	}
+}
+
+// A failed install found when a reconcile begins (another process's, not yet removed, or one
+// whose removal failed) is removed before the reconciler reads it: it reads no record, and the
+// install starts afresh at revision 1, as after the removal that follows a failed install.
+func TestAFailedInstallIsRemovedBeforeTheReconcilerReadsIt(t *testing.T) {
+	h := newHelm(t)
+	chrt := testChart(configMap)
 	if _, _, err := newKind(t, h, chrt, Options{}).reconcileAs(map[string]any{}); err != nil {
 		t.Fatal(err)
 	}
@@ -521,9 +547,23 @@ func TestAFailedReleaseIsRetriedNotHeld(t *testing.T) {
 	if err := h.mem.Update("sh.helm.release.v1.p.v1", failed); err != nil {
 		t.Fatal(err)
 	}
-	r := newKind(t, h, chrt, Options{Waves: gate}).begin(cr(map[string]any{}))
-	if _, err := r.upgrade(actionOptions{}); err != nil || r.decision.Step != Upgrade || len(gate.asked) != 0 {
-		t.Errorf("the retry of a failed release: err %v, step %s, gate asked %v", err, r.decision.Step, gate.asked)
+	k := newKind(t, h, chrt, Options{})
+	r := k.begin(cr(map[string]any{}))
+	if !r.decision.Remove || r.decision.Step != Install || h.records() != 0 {
+		t.Fatalf("decided %+v, %d records left; want the failed install removed, then an install", r.decision, h.records())
+	}
+	if rel, err := r.get(crKey.Name); !isNotFound(err) {
+		t.Errorf("the reconciler read %v, %v; want no record, as stored", rel, err)
+	}
+	if rel, err := r.install(actionOptions{}); err != nil || rel.Version != 1 || h.last(t).Info.Status != rcommon.StatusDeployed {
+		t.Errorf("install: %v, %v; want revision 1 deployed", rel, err)
+	}
+	removed := false
+	for len(k.events.Events) > 0 {
+		removed = strings.Contains(<-k.events.Events, names.ReasonFailedInstallRemoved) || removed
+	}
+	if !removed {
+		t.Errorf("no %s Event tells the removal", names.ReasonFailedInstallRemoved)
 	}
 }
 

@@ -50,7 +50,9 @@ const (
 	Install Step = "install"
 	// RemoveFailedInstall: an install failed after Helm recorded it; the release is
 	// uninstalled, its records purged, so that the next reconcile installs afresh (the
-	// plugins' failure rollback).
+	// plugins' failure rollback). A failed install found when a reconcile begins (its removal
+	// failed, or another process's install failed and is not yet removed) is removed before
+	// the reconciler reads it: it reads no record, and installs.
 	RemoveFailedInstall Step = "remove failed install"
 	// Upgrade: the values or the chart render another manifest, or the last revision failed;
 	// the check is answered with the rendering (or the failed record), and Helm upgrades.
@@ -90,8 +92,10 @@ type State struct {
 	// Deleting: the custom resource is being deleted. Wait: it asks to keep its finalizer until
 	// the release's objects are gone (uninstall-wait).
 	Deleting, Wait bool
-	// Status is the status of the release's last revision; "" when it has none.
-	Status common.Status
+	// Status is the status of the release's last revision; "" when it has none. FirstRevision:
+	// that revision is the release's first, its install, which never deployed unless Status says so.
+	Status        common.Status
+	FirstRevision bool
 	// SoleWriter: this process may be the only writer of the release (SoleWriter).
 	SoleWriter bool
 	// Failed: what an action needs could not be had (the record, the values, or the rendering
@@ -105,11 +109,11 @@ type State struct {
 }
 
 // Decision is Decide's answer: the steps of one reconcile, in order. Before the reconciler's
-// first call: the claim, then the unlock; the step that answers its calls; and the step that
-// follows when that one fails.
+// first call: the claim, the unlock, the removal of a failed install (Remove); the step that
+// answers its calls; and the step that follows when that one fails.
 type Decision struct {
-	Claim, Unlock bool
-	Step          Step
+	Claim, Unlock, Remove bool
+	Step                  Step
 	// OnFailure follows Step when it fails after Helm recorded a revision; "" for none.
 	OnFailure Step
 }
@@ -144,6 +148,11 @@ func Decide(s State) Decision {
 		d.Step = Stop
 	case status == "" || status == common.StatusUninstalled:
 		d.Step, d.OnFailure = Install, RemoveFailedInstall
+	case status == common.StatusFailed && s.FirstRevision:
+		// A failed install: removed, then installed afresh. An upgrade over it would write
+		// revisions over a release that another process may be removing, and fail and roll back
+		// to nothing for as long as another release owns its objects.
+		d.Remove, d.Step, d.OnFailure = true, Install, RemoveFailedInstall
 	case status == common.StatusDeployed && s.Same && s.NewValues && !s.Known:
 		d.Step, d.OnFailure = RecordValues, Rollback
 	case status == common.StatusDeployed && (s.Known || s.Same):
@@ -197,7 +206,7 @@ func (r *reconcile) gather() known {
 	}
 	k.outcomes, k.err = append(k.outcomes, Outcome{Action: ActionGet, Result: k.cur, Err: k.curErr, start: start}), k.curErr
 	if k.cur != nil {
-		s.Status = k.cur.Info.Status
+		s.Status, s.FirstRevision = k.cur.Info.Status, k.cur.Version == 1
 		_, notSole := r.c.o.Unlock.why(k.cur.Info.LastDeployed)
 		s.SoleWriter = notSole == nil
 	}
@@ -213,8 +222,9 @@ func (r *reconcile) gather() known {
 		return k
 	}
 	k.dg = r.c.o.Digests.of(r, k.vals)
-	if k.cur == nil || s.Status == common.StatusUninstalled || s.Status == common.StatusUninstalling || s.Status.IsPending() {
-		return k
+	if k.cur == nil || s.Status == common.StatusUninstalled || s.Status == common.StatusUninstalling || s.Status.IsPending() ||
+		s.Status == common.StatusFailed && s.FirstRevision {
+		return k // nothing to render against: Helm refuses the rendering, or the release is removed first
 	}
 	s.Known = s.Status == common.StatusDeployed && r.c.o.Digests.knows(r.key, k.cur, k.dg)
 	if !s.Known {

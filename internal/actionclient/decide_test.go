@@ -27,6 +27,7 @@ func TestDecide(t *testing.T) {
 	}
 	claimed := func(s Step) Decision { d := step(s); d.Claim = true; return d }
 	unlocked := func(s Step) Decision { d := step(s); d.Unlock = true; return d }
+	removed := func(d Decision) Decision { d.Remove = true; return d }
 	covered := map[Step]bool{}
 	for _, tc := range []struct {
 		state State
@@ -42,10 +43,13 @@ func TestDecide(t *testing.T) {
 
 		// A release an interrupted action left pending.
 		{State{Claim: Mine, Status: pending, SoleWriter: true}, unlocked(Upgrade), "write the pending record as failed, conditional on its version; then upgrade"},
-		{State{Claim: Mine, Status: installing, SoleWriter: true}, unlocked(Upgrade), "write the pending record as failed; then upgrade over it"},
+		{State{Claim: Mine, Status: installing, FirstRevision: true, SoleWriter: true}, removed(unlocked(Install)),
+			"write the pending record as failed; delete the objects it names that are its own, and its record; then install"},
 		{State{Claim: Mine, Status: pending}, Decision{Step: Refuse}, "nothing: the release is left pending"},
 		{State{Claim: Mine, Status: pending, SoleWriter: true, Deleting: true}, unlocked(Uninstall), "write the record as failed; then uninstall"},
 		// The uninstall of a failed install, interrupted: the resource still wants its release.
+		{State{Claim: Mine, Status: cleaning, FirstRevision: true, SoleWriter: true}, removed(unlocked(Install)),
+			"write the uninstalling record as failed; finish its removal; then install"},
 		{State{Claim: Mine, Status: cleaning, SoleWriter: true}, unlocked(Upgrade), "write the uninstalling record as failed; then upgrade over it"},
 		{State{Claim: Mine, Status: cleaning}, Decision{Step: Refuse}, "nothing: another process may be uninstalling it"},
 		{State{Claim: Mine, Status: cleaning, Deleting: true}, step(Uninstall), "finish the uninstall"},
@@ -63,6 +67,9 @@ func TestDecide(t *testing.T) {
 		{State{Claim: Mine, Status: deployed, Rendered: true, Held: true}, step(Hold),
 			"write drifted objects; tell the rollout it waits; answer the upgrade with the deployed record"},
 		{State{Claim: Mine, Status: failed, Rendered: true, Same: true}, step(Upgrade), "render; write (a retry of a failed release)"},
+		{State{Claim: Mine, Status: failed, FirstRevision: true}, removed(step(Install)),
+			"delete the objects the failed install's record names that are its own, and its record; then install"},
+		{State{Claim: Mine, Status: deployed, FirstRevision: true, Known: true}, step(Unchanged), "write drifted objects"},
 		{State{Claim: Mine, Status: failed, Rendered: true, Same: true, NewValues: true}, step(Upgrade), "render; write (a retry, with the new values)"},
 		{State{Claim: Mine, Status: superseded, Rendered: true, Same: true}, step(Upgrade), "render; write (a retry)"},
 		{State{Claim: Mine, Status: failed, Rendered: true, Held: true}, step(Hold), "nothing: the reconciler's upgrade is answered ErrHeld"},
@@ -97,10 +104,10 @@ func TestEveryStepIsDecided(t *testing.T) {
 	for _, claim := range []Claim{Mine, Unclaimed, OtherShard, GoneShard, ForeignRunner} {
 		for _, status := range []common.Status{"", common.StatusDeployed, common.StatusFailed,
 			common.StatusPendingUpgrade, common.StatusUninstalling, common.StatusUninstalled} {
-			for bits := range 1 << 9 {
+			for bits := range 1 << 10 {
 				s := State{Claim: claim, Status: status, SoleWriter: bits&1 != 0, Known: bits&2 != 0,
 					Rendered: bits&4 != 0, Same: bits&8 != 0, Held: bits&16 != 0, Wait: bits&32 != 0,
-					Deleting: bits&64 != 0, Failed: bits&128 != 0, NewValues: bits&256 != 0}
+					Deleting: bits&64 != 0, Failed: bits&128 != 0, NewValues: bits&256 != 0, FirstRevision: bits&512 != 0}
 				for _, step := range all(Decide(s)) {
 					reached[step] = true
 				}
@@ -126,6 +133,9 @@ func all(d Decision) []Step {
 	}
 	if d.Unlock {
 		out = append(out, Unlock)
+	}
+	if d.Remove {
+		out = append(out, RemoveFailedInstall)
 	}
 	out = append(out, d.Step)
 	if d.OnFailure != "" {

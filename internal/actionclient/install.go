@@ -54,8 +54,9 @@ func (r *reconcile) newInstall() *action.Install {
 }
 
 // removeFailedInstallStep uninstalls a release whose install failed after Helm recorded it,
-// purging its records, so that the next reconcile installs afresh (the plugins' failure
-// rollback); a release Helm did not record is not found.
+// purging its records, so that the next install starts afresh (the plugins' failure rollback):
+// right after the install, or when a reconcile begins and finds one; a release Helm did not
+// record is not found.
 type removeFailedInstallStep struct {
 	r      *reconcile
 	failed error
