@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/operator-framework/helm-operator-plugins/pkg/reconciler"
@@ -60,8 +61,9 @@ type dependentWatches struct {
 	watched map[schema.GroupVersionKind]bool
 }
 
-// followed is what the manager's cache holds of release objects: the kinds some dependent
-// watch follows (reading another kind from the cache would start an informer for it).
+// followed is what the manager's cache holds of release objects: the kinds it follows, from the
+// first ownership check of an object of the kind, or from the first release that renders it
+// (its dependent watch); false for a kind whose informer did not list in time.
 type followed struct {
 	scheme *runtime.Scheme
 	cache  cache.Cache
@@ -70,17 +72,38 @@ type followed struct {
 	kinds map[schema.GroupVersionKind]bool
 }
 
+// followWait bounds the wait for a kind's informer to list at the first read of the kind: one
+// that cannot list (the operator may not list the kind) is read live until a dependent watch
+// follows it.
+const followWait = 30 * time.Second
+
 // read is the release object key of kind gvk as the cache holds it: nil when it holds no such
-// object (of this shard), and followed false when it does not follow the kind.
+// object (of this shard), and followed false when it does not follow the kind. The first read
+// of a kind starts its informer (the one its dependent watch shares) and waits for it to list,
+// so that the first releases of a process are checked as every later one is, not read live.
 func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) (obj client.Object, followed bool) {
 	f.mu.Lock()
-	followed = f.kinds[gvk]
+	followed, tried := f.kinds[gvk]
 	f.mu.Unlock()
 	obj = caches.ReleaseObject(f.scheme, gvk)
+	if !tried {
+		followed = f.follow(gvk, obj)
+	}
 	if !followed || f.cache.Get(context.Background(), key, obj) != nil {
 		return nil, followed
 	}
 	return obj, true
+}
+
+// follow starts the informer of obj's kind gvk and reports whether it listed in time.
+func (f *followed) follow(gvk schema.GroupVersionKind, obj client.Object) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), followWait)
+	defer cancel()
+	_, err := f.cache.GetInformer(ctx, obj) // blocks until it has listed
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kinds[gvk] = f.kinds[gvk] || err == nil
+	return f.kinds[gvk]
 }
 
 // stillTaken reads live whether the object t names is still t's release's: true when it is, or

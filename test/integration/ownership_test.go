@@ -199,6 +199,77 @@ func installFailures(t *testing.T, c client.Client, ns, name string) int {
 	return n
 }
 
+// The first releases a process installs are checked from the cache of release objects as every
+// later one is: the first ownership check of a kind starts following it, so no object of theirs
+// is read from the apiserver before it is created (counted in the audit log, which records every
+// get of those kinds in the namespace).
+func TestTheFirstReleasesOfAProcessAreCheckedFromTheCache(t *testing.T) {
+	const ns, releases = "first-wave", 3
+	e := startAuditedEnv(t, `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [get]
+  namespaces: [`+ns+`]
+  resources: [{group: "", resources: [configmaps, services]}, {group: apps, resources: [deployments]}]
+- level: None
+`)
+	ctx := context.Background()
+	if err := e.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t, "first")
+	for i := range releases {
+		if err := e.admin.Create(ctx, harness.MyProxy(ns, fmt.Sprintf("p%d", i), map[string]any{})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range releases {
+		harness.WaitForCondition(t, e.admin, ns, fmt.Sprintf("p%d", i), names.ConditionDeployed, "True", timeout)
+	}
+	if err := e.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p0"}, &appsv1.Deployment{}); err != nil {
+		t.Fatal(err)
+	}
+	var byReleases, all int
+	for _, ev := range auditedGets(t, e.auditLog) {
+		all++
+		if strings.Contains(ev, " release "+ns+"/") {
+			byReleases++
+			t.Logf("read from the apiserver: %s", ev)
+		}
+	}
+	if all == 0 {
+		t.Fatal("the audit log recorded no get, not even the test's own: it cannot tell")
+	}
+	if byReleases != 0 {
+		t.Errorf("the releases' actions read %d objects from the apiserver, want none", byReleases)
+	}
+}
+
+// auditedGets returns, for each get the audit log recorded, the user agent and object that sent it.
+func auditedGets(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		var ev struct {
+			Verb, UserAgent, Stage string
+			ObjectRef              struct{ Resource, Name string }
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit log: %v", err)
+		}
+		if ev.Stage == "ResponseComplete" && ev.Verb == "get" {
+			out = append(out, fmt.Sprintf("%s %s/%s by %s", ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Name, ev.UserAgent))
+		}
+	}
+	return out
+}
+
 // contestNamespace is where TestTwoProcessesNeverShareAnObject's releases contend (its audit
 // policy names it).
 const contestNamespace = "contest"
