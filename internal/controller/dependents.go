@@ -85,25 +85,23 @@ func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) (
 	f.mu.Lock()
 	followed, tried := f.kinds[gvk]
 	f.mu.Unlock()
-	obj = caches.ReleaseObject(f.scheme, gvk)
-	if !tried {
-		followed = f.follow(gvk, obj)
+	if tried && !followed {
+		return nil, false
 	}
-	if !followed || f.cache.Get(context.Background(), key, obj) != nil {
+	obj = caches.ReleaseObject(f.scheme, gvk)
+	ctx, cancel := context.WithTimeout(context.Background(), followWait)
+	defer cancel()
+	err := f.cache.Get(ctx, key, obj) // waits for the kind's informer to list, starting it if need be
+	if !tried {
+		f.mu.Lock()
+		f.kinds[gvk] = f.kinds[gvk] || !apierrors.IsTimeout(err)
+		followed = f.kinds[gvk]
+		f.mu.Unlock()
+	}
+	if !followed || err != nil {
 		return nil, followed
 	}
 	return obj, true
-}
-
-// follow starts the informer of obj's kind gvk and reports whether it listed in time.
-func (f *followed) follow(gvk schema.GroupVersionKind, obj client.Object) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), followWait)
-	defer cancel()
-	_, err := f.cache.GetInformer(ctx, obj) // blocks until it has listed
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.kinds[gvk] = f.kinds[gvk] || err == nil
-	return f.kinds[gvk]
 }
 
 // stillTaken reads live whether the object t names is still t's release's: true when it is, or
@@ -113,8 +111,8 @@ func (f *followed) stillTaken(live client.Reader) func(helmconfig.TakenError) bo
 	return func(t helmconfig.TakenError) bool {
 		f.mu.Lock()
 		var gvk schema.GroupVersionKind
-		for k := range f.kinds {
-			if k.Kind == t.Kind {
+		for k, on := range f.kinds {
+			if on && k.Kind == t.Kind {
 				gvk = k
 			}
 		}
