@@ -133,18 +133,8 @@ func TestValuesThatRenderTheSameObjectsAreRecorded(t *testing.T) {
 func TestDigestNeverSkipsForAReleaseThatIsNotDeployed(t *testing.T) {
 	h := newHelm(t)
 	chrt, vals := testChart(configMap), map[string]any{"unused": "a"}
+	h.failedUpgrade(t, chrt, digested(), vals)
 	k := newKind(t, h, chrt, digested())
-	for _, spec := range []map[string]any{{}, vals} { // revision 2: the values recorded
-		if _, _, err := k.reconcileAs(spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	failed := h.last(t)
-	failed.Info.Status = rcommon.StatusFailed
-	if err := h.mem.Update("sh.helm.release.v1.p.v2", failed); err != nil {
-		t.Fatal(err)
-	}
-	k = newKind(t, h, chrt, digested())
 	r := k.begin(cr(vals))
 	if k.checks() != 1 || r.decision.Step != Upgrade {
 		t.Errorf("failed release: %d dry runs, step %s; want 1, upgrade", k.checks(), r.decision.Step)
@@ -516,17 +506,7 @@ func TestAFailedReleaseIsRetriedNotHeld(t *testing.T) {
 	h := newHelm(t)
 	gate := &gateCalls{hold: true}
 	chrt := testChart(configMap)
-	k := newKind(t, h, chrt, Options{})
-	for _, spec := range []map[string]any{{}, {"unused": "a"}} { // revision 2: the values recorded
-		if _, _, err := k.reconcileAs(spec); err != nil {
-			t.Fatal(err)
-		}
-	}
-	failed := h.last(t)
-	failed.Info.Status = rcommon.StatusFailed
-	if err := h.mem.Update("sh.helm.release.v1.p.v2", failed); err != nil {
-		t.Fatal(err)
-	}
+	h.failedUpgrade(t, chrt, Options{}, map[string]any{"unused": "a"})
 	r := newKind(t, h, chrt, Options{Waves: gate}).begin(cr(map[string]any{"unused": "a"}))
 	if _, err := r.upgrade(actionOptions{}); err != nil || r.decision.Step != Upgrade || len(gate.asked) != 0 {
 		t.Errorf("the retry of a failed release: err %v, step %s, gate asked %v", err, r.decision.Step, gate.asked)
@@ -542,11 +522,7 @@ func TestAFailedInstallIsRemovedBeforeTheReconcilerReadsIt(t *testing.T) {
 	if _, _, err := newKind(t, h, chrt, Options{}).reconcileAs(map[string]any{}); err != nil {
 		t.Fatal(err)
 	}
-	failed := h.last(t)
-	failed.Info.Status = rcommon.StatusFailed
-	if err := h.mem.Update("sh.helm.release.v1.p.v1", failed); err != nil {
-		t.Fatal(err)
-	}
+	h.fail(t)
 	k := newKind(t, h, chrt, Options{})
 	r := k.begin(cr(map[string]any{}))
 	if !r.decision.Remove || r.decision.Step != Install || h.records() != 0 {

@@ -19,6 +19,7 @@ import (
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	kubefake "helm.sh/helm/v4/pkg/kube/fake"
 	releasei "helm.sh/helm/v4/pkg/release"
+	rcommon "helm.sh/helm/v4/pkg/release/common"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
@@ -107,6 +108,29 @@ func (h *helm) store(t *testing.T, rel *release.Release) {
 	if err := storage.Init(h.mem).Create(rel); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fail marks the release's last revision failed, as stored.
+func (h *helm) fail(t *testing.T) {
+	t.Helper()
+	rel := h.last(t)
+	rel.Info.Status = rcommon.StatusFailed
+	if err := h.mem.Update(fmt.Sprintf("sh.helm.release.v1.%s.v%d", rel.Name, rel.Version), rel); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failedUpgrade stores a release of chrt whose revision 2, the upgrade to spec over an install
+// of no values, failed (a retry's starting point; a failed revision 1 is a failed install).
+func (h *helm) failedUpgrade(t *testing.T, chrt *chart.Chart, o Options, spec map[string]any) {
+	t.Helper()
+	k := newKind(t, h, chrt, o)
+	for _, s := range []map[string]any{{}, spec} {
+		if _, _, err := k.reconcileAs(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.fail(t)
 }
 
 // records is how many records are stored.
