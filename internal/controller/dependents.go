@@ -89,13 +89,9 @@ func (f *followed) read(gvk schema.GroupVersionKind, key types.NamespacedName) (
 		return nil, false
 	}
 	obj = caches.ReleaseObject(f.scheme, gvk)
-	ctx := context.Background()
-	if !tried { // the first read of the kind waits for its informer to list, starting it if need be
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, followWait)
-		defer cancel()
-	}
-	err := f.cache.Get(ctx, key, obj)
+	ctx, cancel := context.WithTimeout(context.Background(), followWait)
+	defer cancel()
+	err := f.cache.Get(ctx, key, obj) // waits for the kind's informer to list, starting it if need be
 	if !tried {
 		f.mu.Lock()
 		f.kinds[gvk] = f.kinds[gvk] || !apierrors.IsTimeout(err)
