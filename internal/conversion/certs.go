@@ -104,11 +104,11 @@ func (c *Certs) renew(ctx context.Context) error {
 // it into Dir and the bundle of the certificates still valid into the CRDs.
 func (c *Certs) ensure(ctx context.Context) error {
 	s := &corev1.Secret{}
-	key := types.NamespacedName{Namespace: c.Namespace, Name: c.Service + "-cert"}
-	if err := c.Client.Get(ctx, key, s); apierrors.IsNotFound(err) {
-		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: corev1.SecretTypeTLS}
+	secret := types.NamespacedName{Namespace: c.Namespace, Name: c.Service + "-cert"}
+	if err := c.Client.Get(ctx, secret, s); apierrors.IsNotFound(err) {
+		s = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: secret.Name}, Type: corev1.SecretTypeTLS}
 	} else if err != nil {
-		return fmt.Errorf("reading the webhook certificate's Secret %s: %w", key, err)
+		return fmt.Errorf("reading the webhook certificate's Secret %s: %w", secret, err)
 	}
 	now := time.Now()
 	current, err := x509.ParseCertificate(der(s.Data[corev1.TLSCertKey]))
@@ -125,7 +125,7 @@ func (c *Certs) ensure(ctx context.Context) error {
 			err = c.Client.Update(ctx, s) // of two replicas renewing at once, one fails and takes the other's next
 		}
 		if err != nil {
-			return fmt.Errorf("writing the webhook certificate's Secret %s: %w", key, err)
+			return fmt.Errorf("writing the webhook certificate's Secret %s: %w", secret, err)
 		}
 	}
 	return errors.Join(writeFiles(c.Dir, s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]),

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	"github.com/example/myproxy-operator/internal/chartapi"
@@ -205,6 +207,20 @@ func TestTheCertificateIsProvisionedAndRenewed(t *testing.T) {
 	}
 	if renewed := certified(t, certs.Dir, bundle, "hook.ops.svc"); renewed.NotAfter.Before(time.Now().Add(certRenewal)) {
 		t.Errorf("the certificate ends %s: not renewed", renewed.NotAfter)
+	}
+}
+
+// A Secret write that fails names the Secret, never the private key it would have held.
+func TestAFailedCertificateWriteNamesTheSecretNotTheKey(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(crd(t)).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			return errors.New("refused")
+		},
+	}).Build()
+	certs := &Certs{Dir: t.TempDir(), Service: "hook", Namespace: "ops", CRDs: []string{crdName}, Client: c}
+	err := certs.ensure(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Secret ops/hook-cert") || strings.Contains(err.Error(), "PRIVATE KEY") {
+		t.Fatalf("ensure: %v, want an error naming the Secret ops/hook-cert and no key", err)
 	}
 }
 
