@@ -50,9 +50,8 @@ func (s unlockStep) run() error {
 	why, _ := r.c.o.Unlock.why(r.known.cur.Info.LastDeployed)
 	rel, was := *r.known.cur, r.known.cur.Info.Status
 	info := *rel.Info
+	info.Status, info.Description = common.StatusFailed, fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
 	rel.Info = &info
-	rel.Info.Status = common.StatusFailed
-	rel.Info.Description = fmt.Sprintf("%s: left %s by an interrupted action (%s)", UnlockedDescription, was, why)
 	_, err := act(r, func() (any, error) { return nil, r.cfg.Releases.Update(&rel) })
 	if err != nil {
 		err = fmt.Errorf("release %s revision %d is %s and could not be marked failed: %w", rel.Name, rel.Version, was, err)

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -244,13 +245,11 @@ func asRelease(r any) (*release.Release, error) {
 // stepFor checks that the reconciler's call is answered by a step of the decision: a Stop
 // answers every call with what stopped it.
 func (r *reconcile) stepFor(call Action, steps ...Step) error {
-	if r.decision.Step == Stop {
+	switch {
+	case r.decision.Step == Stop:
 		return r.known.err
-	}
-	for _, s := range steps {
-		if r.decision.Step == s {
-			return nil
-		}
+	case slices.Contains(steps, r.decision.Step):
+		return nil
 	}
 	return fmt.Errorf("the reconciler asked to %s release %s, but this reconcile decided %s", call, r.obj.GetName(), r.decision.Step)
 }
@@ -354,13 +353,11 @@ func renderOptions(wait *kube.WaitStrategy, noValidation *bool) {
 	*noValidation = true
 }
 
-// values builds the values of the custom resource as the plugins' reconciler would: the
+// translate builds the values of a custom resource as the plugins' reconciler would: the
 // watch's override values set into the spec (environment variables expanded), then the
 // kind's translator (the chart's checks). The chart's defaults are not coalesced here: Helm's
 // install and upgrade coalesce once, as for `helm install -f`, so that a null in the spec
 // deletes a default.
-func (r *reconcile) values() (map[string]any, error) { return r.c.translate(r.ctx, r.obj) }
-
 func (c *Client) translate(ctx context.Context, obj *unstructured.Unstructured) (map[string]any, error) {
 	obj = obj.DeepCopy()
 	spec, ok := obj.Object["spec"].(map[string]any)

@@ -215,7 +215,7 @@ func (r *reconcile) gather() known {
 		return k
 	}
 	if k.err == nil {
-		k.vals, k.err = r.values()
+		k.vals, k.err = r.c.translate(r.ctx, r.obj)
 	}
 	if k.err != nil {
 		s.Failed = true
@@ -247,16 +247,15 @@ func (r *reconcile) gather() known {
 
 // claim is what the resource's owner label says to this shard; Mine when not sharded.
 func (r *reconcile) claim() (Claim, error) {
-	s := r.c.o.Shard
 	if r.c.o.Claims == nil {
 		return Mine, nil
 	}
 	switch owner := shard.Owner(r.obj); {
-	case owner == s.ID():
+	case owner == r.c.o.Shard.ID():
 		return Mine, nil
 	case owner == "":
 		return Unclaimed, nil
-	case s.InFleet(owner):
+	case r.c.o.Shard.InFleet(owner):
 		return OtherShard, nil
 	case r.c.o.Running == nil: // no leader election: no shard is known to run
 		return GoneShard, nil

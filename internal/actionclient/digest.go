@@ -125,9 +125,8 @@ func (d *Digests) of(r *reconcile, vals map[string]any) digests {
 		return digests{}
 	}
 	h := sha256.New()
-	_, _ = io.WriteString(h, d.chartInfo.sum+"\x00")
-	_, _ = io.WriteString(h, d.stamp+"\x00")
-	_, _ = io.WriteString(h, CapabilitiesDigestInput(r.cfg.Capabilities, d.chartInfo.use.Reads(valuesJSON))+"\x00")
+	_, _ = fmt.Fprintf(h, "%s\x00%s\x00%s\x00", d.chartInfo.sum, d.stamp,
+		CapabilitiesDigestInput(r.cfg.Capabilities, d.chartInfo.use.Reads(valuesJSON)))
 	_, _ = h.Write(valuesJSON)
 	// A label value holds at most 63 characters; 128 bits of SHA-256 make collisions moot.
 	return digests{all: hex.EncodeToString(h.Sum(nil))[:32], chart: d.chartInfo.sum[:32], ok: true}
@@ -322,9 +321,7 @@ func AnalyseChart(chrt *chart.Chart) CapabilityUse {
 	var use CapabilityUse
 	var walkChart func(c *chart.Chart)
 	walkChart = func(c *chart.Chart) {
-		if c.Metadata != nil && c.Metadata.KubeVersion != "" {
-			use.KubeVersion = true
-		}
+		use.KubeVersion = use.KubeVersion || c.Metadata != nil && c.Metadata.KubeVersion != ""
 		for _, t := range c.Templates {
 			for _, field := range capabilityRefs.FindAllStringSubmatch(string(t.Data), -1) {
 				switch field[1] {
@@ -339,9 +336,8 @@ func AnalyseChart(chrt *chart.Chart) CapabilityUse {
 			}
 			use.ThroughTpl = use.ThroughTpl || tplCall.Match(t.Data)
 		}
-		if slices.ContainsFunc(c.Files, func(f *common.File) bool { return bytes.Contains(f.Data, []byte(capabilitiesField)) }) {
-			use.filesMention = true
-		}
+		use.filesMention = use.filesMention ||
+			slices.ContainsFunc(c.Files, func(f *common.File) bool { return bytes.Contains(f.Data, []byte(capabilitiesField)) })
 		for _, dep := range c.Dependencies() {
 			walkChart(dep)
 		}
@@ -411,16 +407,11 @@ func (t *Lookups) Follow(ctx context.Context, cr shard.Key, reads []helmconfig.R
 	if t == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(reads))
-	for _, rd := range reads {
-		keys = append(keys, rd.Key())
-	}
 	t.mu.Lock()
 	t.unfollowLocked(cr)
-	if len(keys) > 0 {
-		t.followed[cr] = keys
-	}
-	for _, k := range keys {
+	for _, rd := range reads {
+		k := rd.Key()
+		t.followed[cr] = append(t.followed[cr], k)
 		if t.followers[k] == nil {
 			t.followers[k] = map[shard.Key]struct{}{}
 		}
@@ -514,9 +505,7 @@ func (t *Lookups) changed(gvr schema.GroupVersionResource, obj any) {
 	var woken []shard.Key
 	t.mu.Lock()
 	for _, k := range keys {
-		for cr := range t.followers[k] {
-			woken = append(woken, cr)
-		}
+		woken = slices.AppendSeq(woken, maps.Keys(t.followers[k]))
 	}
 	t.mu.Unlock()
 	for _, cr := range woken {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,7 +78,7 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		live, err := helper.Get(expected.Namespace, expected.Name)
 		switch {
 		case apierrors.IsNotFound(err) && serverSide:
-			return write(helper, expected, types.ApplyPatchType, nil, nil)
+			return write(helper, expected, types.ApplyPatchType, nil, nil, "")
 		case apierrors.IsNotFound(err):
 			if _, err := helper.Create(expected.Namespace, true, expected.Object); err != nil {
 				return fmt.Errorf("create error: %w", err)
@@ -102,25 +103,19 @@ func (r *reconcile) correctDrift(rel *release.Release) error {
 		case serverSide:
 			patch, patchType = nil, types.ApplyPatchType
 		}
-		return write(helper, expected, patchType, patch, live)
+		return write(helper, expected, patchType, patch, live, m.GetUID())
 	})
 }
 
 // write sends patch of type (an apply of the whole expected object, when the type is apply)
-// conditional on the UID of live, the object read (on its absence, when live is nil), first as
-// a dry run: nothing is written when the object would come out as it is.
-func write(helper *resource.Helper, expected *resource.Info, patchType types.PatchType, patch []byte, live runtime.Object) error {
-	var uid types.UID
-	if live != nil {
-		m, err := meta.Accessor(live)
-		if err != nil {
-			return err
-		}
-		uid = m.GetUID()
-	}
-	force := patchType == types.ApplyPatchType
+// conditional on uid, the UID of live, the object read (on its absence, when live is nil), first
+// as a dry run: nothing is written when the object would come out as it is.
+func write(helper *resource.Helper, expected *resource.Info, patchType types.PatchType, patch []byte,
+	live runtime.Object, uid types.UID) error {
+	var force *bool
 	switch patchType {
 	case types.ApplyPatchType:
+		force = ptr.To(true) // the chart's fields are taken back from whoever changed them
 		m, err := meta.Accessor(expected.Object)
 		if err != nil {
 			return err
@@ -149,11 +144,7 @@ func write(helper *resource.Helper, expected *resource.Info, patchType types.Pat
 	}
 	// Helper.Patch sets its options' dry run and never clears it: each call gets its own.
 	send := func(dryRun bool) (runtime.Object, error) {
-		opts := &metav1.PatchOptions{}
-		if force {
-			opts.Force = ptr.To(true) // the chart's fields are taken back from whoever changed them
-		}
-		out, err := helper.DryRun(dryRun).Patch(expected.Namespace, expected.Name, patchType, patch, opts)
+		out, err := helper.DryRun(dryRun).Patch(expected.Namespace, expected.Name, patchType, patch, &metav1.PatchOptions{Force: force})
 		if err != nil {
 			return nil, fmt.Errorf("patch error: %w", err)
 		}
@@ -204,12 +195,9 @@ func driftPatch(live runtime.Object, expected *resource.Info) ([]byte, types.Pat
 		if err != nil {
 			return nil, "", err
 		}
-		var kept []jsonpatch.JsonPatchOperation
-		for _, op := range ops {
-			if op.Operation != "remove" && (op.Operation != "add" || op.Value != nil) {
-				kept = append(kept, op)
-			}
-		}
+		kept := slices.DeleteFunc(ops, func(op jsonpatch.JsonPatchOperation) bool {
+			return op.Operation == "remove" || op.Operation == "add" && op.Value == nil
+		})
 		if len(kept) == 0 {
 			return nil, "", nil
 		}

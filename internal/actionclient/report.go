@@ -1,6 +1,7 @@
 package actionclient
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -63,9 +64,7 @@ type Outcome struct {
 // of obj, begun at start.
 func (c *Client) report(obj client.Object, o Outcome, start time.Time) {
 	o.Object, o.Duration = obj, time.Since(start)
-	if o.Release == "" {
-		o.Release = obj.GetName() // the custom resource's, unless the call names another
-	}
+	o.Release = cmp.Or(o.Release, obj.GetName()) // the custom resource's, unless the call names another
 	switch o.Action {
 	case ActionInstall, ActionUpgrade, ActionRecordValues, ActionCheck, ActionHold:
 		o.Chart = c.o.Chart

@@ -34,7 +34,6 @@ type uninstallStep struct {
 
 func (s uninstallStep) run() (*release.Release, error) {
 	r, cur := s.r, s.r.known.cur
-	name := r.obj.GetName()
 	start := time.Now()
 	if err := helmconfig.Unaccounted(r.cfg); err != nil {
 		// Nothing may act for the tenant any more: the uninstall finds no release, the reconciler
@@ -56,16 +55,14 @@ func (s uninstallStep) run() (*release.Release, error) {
 		// Helm purges the records of a release it finds uninstalled.
 		rel, err = r.helmUninstall(s.o, false)
 	}
-	r.c.report(r.obj, Outcome{Action: ActionUninstall, Release: name, Result: rel, Err: err}, start)
+	r.c.report(r.obj, Outcome{Action: ActionUninstall, Result: rel, Err: err}, start)
 	r.stale = true
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		var waiting *WaitingForDeletionError
-		if !errors.As(err, &waiting) {
-			// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
-			// ("no release provided") do not say what is at stake.
-			err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
-				"its objects, until an uninstall succeeds: %w", name, err)
-		}
+	var waiting *WaitingForDeletionError
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) && !errors.As(err, &waiting) {
+		// The reconciler puts this in the ReleaseFailed condition; Helm's own words alone
+		// ("no release provided") do not say what is at stake.
+		err = fmt.Errorf("uninstalling release %s failed; the resource keeps its finalizer, and the release "+
+			"its objects, until an uninstall succeeds: %w", r.obj.GetName(), err)
 	}
 	return rel, err
 }

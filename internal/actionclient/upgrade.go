@@ -175,7 +175,7 @@ func (c *Client) Render(ctx context.Context, obj *unstructured.Unstructured) (Re
 	if r.cfg, r.reads, err = c.o.Configs.For(ctx, obj, r.log.V(1)); err != nil {
 		return Rendering{}, fmt.Errorf("helm: %w", err)
 	}
-	vals, err := r.values()
+	vals, err := c.translate(ctx, obj)
 	if err != nil {
 		return Rendering{}, fmt.Errorf("values: %w", err)
 	}
