@@ -211,8 +211,7 @@ func (c *Configs) Refresh() (bool, error) {
 	if err := c.learnLocked(); err != nil {
 		return false, err
 	}
-	apis := slices.Sorted(slices.Values(c.caps.APIVersions))
-	seen := c.caps.KubeVersion.Version + "\x00" + strings.Join(apis, "\x00")
+	seen := c.caps.KubeVersion.Version + "\x00" + strings.Join(slices.Sorted(slices.Values(c.caps.APIVersions)), "\x00")
 	changed := c.refreshed != "" && seen != c.refreshed
 	c.refreshed = seen
 	return changed, nil

@@ -232,15 +232,22 @@ func (c *kubeClient) confineHooks(rls *rspb.Release) error {
 // owner named.
 func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOption) (*kube.Result, error) {
 	c.answers.Store(int32(Live))
-	if c.action.ServerSide {
-		for _, info := range objs {
-			if m, err := meta.Accessor(info.Object); err == nil {
-				m.SetResourceVersion(AbsentVersion)
-			}
-		}
-	}
+	c.createOnly(objs)
 	res, err := c.Client.Create(objs, opts...)
 	return res, c.taken(objs, err)
+}
+
+// createOnly makes the apply of every object of objs a create (AbsentVersion) when the action
+// applies server-side.
+func (c *kubeClient) createOnly(objs kube.ResourceList) {
+	if !c.action.ServerSide {
+		return
+	}
+	for _, info := range objs {
+		if m, err := meta.Accessor(info.Object); err == nil {
+			m.SetResourceVersion(AbsentVersion)
+		}
+	}
 }
 
 // Update implements kube.Interface: the objects it creates (those original has not) are
@@ -252,36 +259,26 @@ func (c *kubeClient) Create(objs kube.ResourceList, opts ...kube.ClientCreateOpt
 // object original has and target has not is deleted as Delete deletes.
 func (c *kubeClient) Update(original, target kube.ResourceList, opts ...kube.ClientUpdateOption) (*kube.Result, error) {
 	c.answers.Store(int32(Live))
-	created := target.Difference(original)
-	absent := slices.Clone(created)
-	for _, info := range target {
+	absent := target.Difference(original) // the objects it creates, and those found absent
+	for _, info := range target.Intersect(original) {
 		m, err := meta.Accessor(info.Object)
 		if err != nil {
 			continue
 		}
-		if created.Get(info) != nil {
-			if c.action.ServerSide {
-				m.SetResourceVersion(AbsentVersion)
-			}
-			continue
-		}
-		live := c.cached(info)
-		if live == nil {
-			if live, err = c.get(info); err != nil {
-				return &kube.Result{}, err
-			}
-		}
+		live, err := c.live(info)
 		switch {
+		case err != nil:
+			return &kube.Result{}, err
 		case live != nil:
 			if err := Owns(live, info.Mapping.GroupVersionKind.Kind, c.release, c.releaseNS); err != nil {
 				return &kube.Result{}, err
 			}
 			m.SetUID(live.GetUID())
 		case c.action.ServerSide:
-			m.SetResourceVersion(AbsentVersion)
 			absent = append(absent, info)
 		}
 	}
+	c.createOnly(absent)
 	// The objects the release no longer has are deleted here, not by Helm, which deletes each it
 	// finds, whoever holds it now, without a precondition; as Helm's, an object whose
 	// annotations ask Helm to keep it stays.
@@ -307,16 +304,10 @@ func (c *kubeClient) taken(objs kube.ResourceList, err error) error {
 		return err
 	}
 	for _, info := range objs {
-		live, gerr := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
-		if gerr != nil {
-			continue
-		}
-		m, merr := meta.Accessor(live)
-		if merr != nil {
-			continue
-		}
-		if owned := Owns(m, info.Mapping.GroupVersionKind.Kind, c.release, c.releaseNS); owned != nil {
-			return owned
+		if live, gerr := c.get(info); gerr == nil && live != nil {
+			if owned := Owns(live, info.Mapping.GroupVersionKind.Kind, c.release, c.releaseNS); owned != nil {
+				return owned
+			}
 		}
 	}
 	return err
@@ -335,24 +326,18 @@ func (c *kubeClient) remove(objs kube.ResourceList, policy metav1.DeletionPropag
 	res := &kube.Result{}
 	var errs []error
 	for _, info := range objs {
-		live := c.cached(info)
-		if live == nil {
-			var err error
-			if live, err = c.get(info); err != nil {
-				errs = append(errs, err)
-			}
-			if live == nil {
-				continue
-			}
+		live, err := c.live(info)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		if Owns(live, "", c.release, c.releaseNS) != nil || keep && manifestutil.HasResourcePolicyKeep(live.GetAnnotations()) {
-			continue // another release's (a failed install's manifest names objects it never created), or kept
+		if live == nil || Owns(live, "", c.release, c.releaseNS) != nil || keep && manifestutil.HasResourcePolicyKeep(live.GetAnnotations()) {
+			continue // absent, another release's (a failed install's manifest names objects it never created), or kept
 		}
 		uid := live.GetUID()
 		if c.configs.Records != nil {
 			c.configs.Records.deleting(uid)
 		}
-		_, err := resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name,
+		_, err = resource.NewHelper(info.Client, info.Mapping).DeleteWithOptions(info.Namespace, info.Name,
 			&metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}})
 		switch {
 		case err == nil:
@@ -364,27 +349,24 @@ func (c *kubeClient) remove(objs kube.ResourceList, policy metav1.DeletionPropag
 	return res, errs
 }
 
-// cached is the object of info as the cache of release objects holds it: nil when the cache does
-// not follow its kind, or holds no such object of this shard.
-func (c *kubeClient) cached(info *resource.Info) metav1.Object {
-	if c.configs.Cached == nil || info.Mapping == nil {
-		return nil
+// live is the object of info as the cache of release objects holds it, else as a read finds it:
+// nil when it is absent. The cache holds only the objects of this shard, of the kinds it follows.
+func (c *kubeClient) live(info *resource.Info) (metav1.Object, error) {
+	if c.configs.Cached != nil && info.Mapping != nil {
+		key := types.NamespacedName{Namespace: info.Namespace, Name: info.Name}
+		// A nil pointer in an interface is not a nil interface: only an object found is returned.
+		if obj, _ := c.configs.Cached(info.Mapping.GroupVersionKind, key); obj != nil {
+			return obj, nil
+		}
 	}
-	obj, _ := c.configs.Cached(info.Mapping.GroupVersionKind, types.NamespacedName{Namespace: info.Namespace, Name: info.Name})
-	if obj == nil {
-		return nil // a nil pointer in an interface is not a nil interface
-	}
-	return obj
+	return c.get(info)
 }
 
 // get reads the object of info from the apiserver: nil when it is absent.
 func (c *kubeClient) get(info *resource.Info) (metav1.Object, error) {
 	obj, err := resource.NewHelper(info.Client, info.Mapping).Get(info.Namespace, info.Name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, client.IgnoreNotFound(err)
 	}
 	return meta.Accessor(obj)
 }

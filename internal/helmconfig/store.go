@@ -158,12 +158,10 @@ func (s *Store) Query(keys map[string]string) ([]release.Releaser, error) {
 		}
 		records++
 		s.remember(item)
-		rls, err := decode(item.Data["release"])
-		if err != nil {
-			continue
+		if rls, err := decode(item.Data["release"]); err == nil {
+			rls.Labels = item.Labels
+			rels = append(rels, rls)
 		}
-		rls.Labels = item.Labels
-		rels = append(rels, rls)
 	}
 	if records == 0 {
 		return nil, driver.ErrReleaseNotFound
@@ -343,9 +341,7 @@ func (e *NameTakenError) Error() string {
 
 // RecordExistsError is every call of an action after its install found the release's first
 // record already written.
-type RecordExistsError struct {
-	Namespace, Release, Key string
-}
+type RecordExistsError struct{ Namespace, Release, Key string }
 
 func (e *RecordExistsError) Error() string {
 	return fmt.Sprintf("release %s/%s: record %s was written by another process since this install read the "+

@@ -47,9 +47,10 @@ func (p Policy) Check() error {
 	return nil
 }
 
-// allowsNamespace tells whether a release in releaseNS may touch namespaced objects in ns.
+// allowsNamespace tells whether a release in releaseNS may touch namespaced objects in ns ("":
+// across namespaces, never).
 func (p Policy) allowsNamespace(releaseNS, ns string) bool {
-	return ns == releaseNS || slices.Contains(p.Namespaces, ns)
+	return ns != "" && (ns == releaseNS || slices.Contains(p.Namespaces, ns))
 }
 
 // Object is one object a release would touch or read.
@@ -93,10 +94,8 @@ func (e *ReachError) Error() string {
 // Write checks an object a release in releaseNS would create, update, patch, delete or run as
 // a hook.
 func (p Policy) Write(releaseNS string, o Object) error {
-	if o.Namespaced && o.Namespace != "" && p.allowsNamespace(releaseNS, o.Namespace) {
-		return nil
-	}
-	if !o.Namespaced && slices.Contains(p.ClusterScoped, o.GroupKind.String()) {
+	if o.Namespaced && p.allowsNamespace(releaseNS, o.Namespace) ||
+		!o.Namespaced && slices.Contains(p.ClusterScoped, o.GroupKind.String()) {
 		return nil
 	}
 	return &ReachError{Verb: "write", Object: o, ReleaseNamespace: releaseNS}
@@ -106,7 +105,7 @@ func (p Policy) Write(releaseNS string, o Object) error {
 // read (they hold no tenant's data, and lookups of Nodes or Namespaces are common); namespaced
 // objects only in the namespaces a Write may reach, and never as a list across namespaces.
 func (p Policy) Read(releaseNS string, o Object) error {
-	if !o.Namespaced || (o.Namespace != "" && p.allowsNamespace(releaseNS, o.Namespace)) {
+	if !o.Namespaced || p.allowsNamespace(releaseNS, o.Namespace) {
 		return nil
 	}
 	return &ReachError{Verb: "look up", Object: o, ReleaseNamespace: releaseNS}

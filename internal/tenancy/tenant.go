@@ -98,9 +98,7 @@ func (r *SecretReader) Get(ctx context.Context, key client.ObjectKey, obj client
 }
 
 // MissingError is a ServiceAccount a custom resource's releases run as, which does not exist.
-type MissingError struct {
-	Namespace, Name string
-}
+type MissingError struct{ Namespace, Name string }
 
 func (e *MissingError) Error() string {
 	return fmt.Sprintf("ServiceAccount %s/%s does not exist: the Helm actions of this custom resource run as it "+
@@ -123,11 +121,10 @@ func accountMetadata() *metav1.PartialObjectMetadata {
 
 // Check returns a *MissingError when namespace has no ServiceAccount of the name.
 func (a *Accounts) Check(ctx context.Context, namespace string) error {
-	err := a.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: a.Name}, accountMetadata())
-	if client.IgnoreNotFound(err) != nil {
+	switch err := a.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: a.Name}, accountMetadata()); {
+	case client.IgnoreNotFound(err) != nil:
 		return fmt.Errorf("reading ServiceAccount %s/%s: %w", namespace, a.Name, err)
-	}
-	if err != nil {
+	case err != nil:
 		return &MissingError{Namespace: namespace, Name: a.Name}
 	}
 	return nil
