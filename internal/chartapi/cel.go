@@ -57,11 +57,8 @@ func sum(v ref.Val) ref.Val {
 	var total ref.Val = types.Int(0)
 	for it := list.Iterator(); it.HasNext() == types.True; {
 		item := it.Next()
-		switch item.(type) {
-		case types.Int, types.Double:
-			if item.Type() != total.Type() {
-				total, item = total.ConvertToType(types.DoubleType), item.ConvertToType(types.DoubleType)
-			}
+		if t := item.Type(); t != total.Type() && (t == types.IntType || t == types.DoubleType) {
+			total, item = total.ConvertToType(types.DoubleType), item.ConvertToType(types.DoubleType)
 		}
 		total = total.(traits.Adder).Add(item)
 		if types.IsError(total) {
@@ -110,17 +107,11 @@ func toJSON(v ref.Val) (any, error) {
 
 // Compiled is a declaration whose expressions are ready to evaluate.
 type Compiled struct {
-	Kind       *Kind
-	variables  []cel.Program
-	fields     map[string]cel.Program
+	Kind *Kind
+	// programs are the compiled expressions, by source: the same source is the same program
+	// wherever it is declared (the type it must have is checked where it is declared).
+	programs   map[string]cel.Program
 	fieldNames []string // sorted: errors come in a stable order
-	conditions []compiledCondition
-	computed   [][]computed // by version and change (versions.go)
-}
-
-type compiledCondition struct {
-	Condition
-	status, reason, message cel.Program
 }
 
 // Compile compiles every expression of the declaration; the error names the file and line of
@@ -130,35 +121,33 @@ func Compile(k *Kind) (*Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Compiled{Kind: k, fields: map[string]cel.Program{}, fieldNames: k.Status.FieldNames()}
+	c := &Compiled{Kind: k, programs: map[string]cel.Program{}, fieldNames: k.Status.FieldNames()}
 	var errs []error
-	compile := func(what string, e Expr, want *cel.Type) cel.Program {
+	compile := func(what string, e Expr, want *cel.Type) {
 		if e.Source == "" {
-			return nil
+			return
 		}
 		p, err := compileOne(env, e, want)
 		if err != nil {
 			errs = append(errs, k.errorAt(e.Line, what, err))
 		}
-		return p
+		c.programs[e.Source] = p
 	}
 	for _, v := range k.Status.Variables {
 		if v.Expression.Source == "" { // a field or a message may have none; a variable has its expression
 			errs = append(errs, k.errorAt(v.Expression.Line, "status.variables."+v.Name, errors.New("expression is required")))
 		}
-		c.variables = append(c.variables, compile("status.variables."+v.Name, v.Expression, cel.DynType))
+		compile("status.variables."+v.Name, v.Expression, cel.DynType)
 	}
 	for _, name := range c.fieldNames {
 		f := k.Status.Fields[name]
-		c.fields[name] = compile("status.fields."+name, f.Expression, celTypes[f.Type])
+		compile("status.fields."+name, f.Expression, celTypes[f.Type])
 	}
 	for _, cond := range k.Status.Conditions {
 		what := "status.conditions[" + cond.Type + "]."
-		c.conditions = append(c.conditions, compiledCondition{Condition: cond,
-			status:  compile(what+"status", cond.Status, cel.BoolType),
-			reason:  compile(what+"reason", cond.Reason, cel.StringType),
-			message: compile(what+"message", cond.Message, cel.StringType),
-		})
+		compile(what+"status", cond.Status, cel.BoolType)
+		compile(what+"reason", cond.Reason, cel.StringType)
+		compile(what+"message", cond.Message, cel.StringType)
 	}
 	errs = append(errs, c.compileVersions(env))
 	if err := errors.Join(errs...); err != nil {
@@ -222,8 +211,8 @@ func (c *Compiled) Evaluate(self map[string]any, objects []map[string]any) Evalu
 	variables := map[string]any{}
 	vars := map[string]any{VarSelf: self, VarObjects: objects, VarVariables: variables}
 	out := Evaluation{Fields: map[string]any{}}
-	for i, v := range c.Kind.Status.Variables {
-		if val, _, err := c.variables[i].Eval(vars); err != nil {
+	for _, v := range c.Kind.Status.Variables {
+		if val, _, err := c.programs[v.Expression.Source].Eval(vars); err != nil {
 			// Expressions reading it fail too, naming it as a missing key.
 			out.Errors = append(out.Errors, c.Kind.errorAt(v.Expression.Line, "status.variables."+v.Name, err))
 		} else {
@@ -232,14 +221,14 @@ func (c *Compiled) Evaluate(self map[string]any, objects []map[string]any) Evalu
 	}
 	for _, name := range c.fieldNames {
 		f := c.Kind.Status.Fields[name]
-		if v, err := evaluate(c.fields[name], vars, f.Type); err != nil {
+		if v, err := c.evaluate(f.Expression, vars, f.Type); err != nil {
 			out.Errors = append(out.Errors, c.Kind.errorAt(f.Expression.Line, "status.fields."+name, err))
 		} else if v != nil {
 			out.Fields[name] = v
 		}
 	}
-	for _, cond := range c.conditions {
-		value, err := evaluateCondition(cond, vars)
+	for _, cond := range c.Kind.Status.Conditions {
+		value, err := c.evaluateCondition(cond, vars)
 		if err != nil {
 			out.Errors = append(out.Errors, c.Kind.errorAt(cond.Status.Line, "status.conditions["+cond.Type+"]", err))
 			value = ConditionValue{Type: cond.Type, Status: "Unknown", Reason: "ExpressionFailed", Message: err.Error()}
@@ -249,16 +238,16 @@ func (c *Compiled) Evaluate(self map[string]any, objects []map[string]any) Evalu
 	return out
 }
 
-func evaluateCondition(c compiledCondition, vars map[string]any) (ConditionValue, error) {
-	status, err := evaluate(c.status, vars, "boolean")
+func (c *Compiled) evaluateCondition(cond Condition, vars map[string]any) (ConditionValue, error) {
+	status, err := c.evaluate(cond.Status, vars, "boolean")
 	if err != nil {
 		return ConditionValue{}, fmt.Errorf("status: %w", err)
 	}
-	reason, err := evaluate(c.reason, vars, "string")
+	reason, err := c.evaluate(cond.Reason, vars, "string")
 	if err != nil {
 		return ConditionValue{}, fmt.Errorf("reason: %w", err)
 	}
-	value := ConditionValue{Type: c.Type, Status: "False"}
+	value := ConditionValue{Type: cond.Type, Status: "False"}
 	if status == true {
 		value.Status = "True"
 	}
@@ -266,7 +255,7 @@ func evaluateCondition(c compiledCondition, vars map[string]any) (ConditionValue
 	if !conditionType.MatchString(value.Reason) {
 		return ConditionValue{}, fmt.Errorf("reason %q: UpperCamelCase expected", value.Reason)
 	}
-	message, err := evaluate(c.message, vars, "string") // nil, without a message expression
+	message, err := c.evaluate(cond.Message, vars, "string") // nil, without a message expression
 	if err != nil {
 		return ConditionValue{}, fmt.Errorf("message: %w", err)
 	}
@@ -274,9 +263,11 @@ func evaluateCondition(c compiledCondition, vars map[string]any) (ConditionValue
 	return value, nil
 }
 
-// evaluate runs one program and converts its result to JSON form, checking it has the wanted
-// JSON schema type (any, when want is anyJSON). A null or an empty optional gives nil.
-func evaluate(p cel.Program, vars map[string]any, want string) (any, error) {
+// evaluate runs the program of an expression and converts its result to JSON form, checking
+// it has the wanted JSON schema type (any, when want is anyJSON). No expression, a null or an
+// empty optional gives nil.
+func (c *Compiled) evaluate(e Expr, vars map[string]any, want string) (any, error) {
+	p := c.programs[e.Source]
 	if p == nil {
 		return nil, nil
 	}

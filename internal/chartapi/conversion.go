@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -78,7 +77,7 @@ func (c *Compiled) versionIndex(name string) int {
 func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, error) {
 	v, newer := c.Kind.Versions[i], c.Kind.Versions[i-1].Name
 	out := runtime.DeepCopyJSON(old)
-	for n, ch := range v.Changes {
+	for _, ch := range v.Changes {
 		switch {
 		case ch.Move != nil:
 			if val, ok := take(out, ch.Move.From); ok {
@@ -88,7 +87,7 @@ func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, err
 			if !slices.ContainsFunc(ch.Compute.From, func(f string) bool { _, ok := get(old, f); return ok }) {
 				continue // nothing to compute from: the field stays unset
 			}
-			val, err := evaluateAny(c.computed[i][n].forward, old)
+			val, err := c.evaluateAny(ch.Compute.Expression, old)
 			if err != nil {
 				return nil, fmt.Errorf("%s to %s: compute %s: %w", v.Name, newer, ch.Compute.To, err)
 			}
@@ -129,7 +128,7 @@ func (c *Compiled) down(i int, newer map[string]any, kept Kept) (map[string]any,
 				continue
 			}
 			for _, f := range slices.Sorted(maps.Keys(ch.Compute.Back)) {
-				val, err := evaluateAny(c.computed[i][n].back[f], newer)
+				val, err := c.evaluateAny(ch.Compute.Back[f], newer)
 				if err != nil {
 					return nil, fmt.Errorf("%s to %s: compute %s back %s: %w", c.Kind.Versions[i-1].Name, v.Name, ch.Compute.To, f, err)
 				}
@@ -201,7 +200,7 @@ func put(m map[string]any, path string, v any) {
 	m[keys[len(keys)-1]] = v
 }
 
-// evaluateAny runs a conversion program over a spec; null or an empty optional is nil.
-func evaluateAny(p cel.Program, self map[string]any) (any, error) {
-	return evaluate(p, map[string]any{VarSelf: self, VarObjects: []any{}, VarVariables: map[string]any{}}, anyJSON)
+// evaluateAny runs a conversion expression over a spec; null or an empty optional is nil.
+func (c *Compiled) evaluateAny(e Expr, self map[string]any) (any, error) {
+	return c.evaluate(e, map[string]any{VarSelf: self, VarObjects: []any{}, VarVariables: map[string]any{}}, anyJSON)
 }

@@ -84,11 +84,10 @@ func (t Translator) checkSecret(ctx context.Context, namespace string, spec map[
 	if len(missing) > 0 {
 		return fmt.Errorf("%s: Secret %q lacks %s", field, name, strings.Join(missing, " and "))
 	}
-	if !c.TLSKeyPair {
-		return nil
-	}
-	if err := checkPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], time.Now()); err != nil {
-		return fmt.Errorf("%s: Secret %q: %w", field, name, err)
+	if c.TLSKeyPair {
+		if err := checkPair(secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], time.Now()); err != nil {
+			return fmt.Errorf("%s: Secret %q: %w", field, name, err)
+		}
 	}
 	return nil
 }

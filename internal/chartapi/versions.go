@@ -48,13 +48,10 @@ func PublishedFile(chartDir, version string) string {
 // loadPublished reads the version as its CRD served it, when the chart keeps it.
 func (v *Version) loadPublished(chartDir string) error {
 	raw, err := os.ReadFile(PublishedFile(chartDir, v.Name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
 	if err == nil {
 		err = sigsyaml.Unmarshal(raw, &v.Published)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s: %w", PublishedFile(chartDir, v.Name), err)
 	}
 	return nil
@@ -184,37 +181,25 @@ func btoi(b bool) int {
 	return 0
 }
 
-// computed are the programs of one compute change: its expression and its back expressions.
-type computed struct {
-	forward cel.Program
-	back    map[string]cel.Program
-}
-
-// compileVersions compiles the expressions of the versions' changes, by version and change.
+// compileVersions compiles the expressions of the versions' changes.
 func (c *Compiled) compileVersions(env *cel.Env) error {
 	var errs []error
-	compile := func(v Version, what string, e Expr) cel.Program {
-		p, err := compileOne(env, e, cel.DynType)
-		if err == nil && e.Source == "" {
-			err = errors.New("expression is required")
-		}
+	compile := func(v Version, what string, e Expr) {
+		p, err := compileOne(env, e, cel.DynType) // an empty expression does not compile
 		if err != nil {
 			errs = append(errs, c.Kind.errorAt(e.Line, "versions["+v.Name+"]."+what, err))
 		}
-		return p
+		c.programs[e.Source] = p
 	}
-	c.computed = make([][]computed, len(c.Kind.Versions))
-	for i, v := range c.Kind.Versions {
-		c.computed[i] = make([]computed, len(v.Changes))
-		for j, ch := range v.Changes {
+	for _, v := range c.Kind.Versions {
+		for _, ch := range v.Changes {
 			if ch.Compute == nil {
 				continue
 			}
-			p := computed{forward: compile(v, "compute "+ch.Compute.To, ch.Compute.Expression), back: map[string]cel.Program{}}
+			compile(v, "compute "+ch.Compute.To, ch.Compute.Expression)
 			for f, e := range ch.Compute.Back {
-				p.back[f] = compile(v, "compute "+ch.Compute.To+" back "+f, e)
+				compile(v, "compute "+ch.Compute.To+" back "+f, e)
 			}
-			c.computed[i][j] = p
 		}
 	}
 	return errors.Join(errs...)

@@ -14,13 +14,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,10 +108,7 @@ func (w *Webhook) Convert(obj *unstructured.Unstructured, apiVersion string) err
 	delete(annotations, names.ConversionAnnotation)
 	if len(kept) > 0 {
 		raw, _ := json.Marshal(kept)
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[names.ConversionAnnotation] = string(raw)
+		annotations = labels.Merge(annotations, labels.Set{names.ConversionAnnotation: string(raw)})
 	}
 	obj.SetAnnotations(annotations)
 	obj.SetAPIVersion(apiVersion)
@@ -165,10 +165,10 @@ func Setup(ctx context.Context, mgr manager.Manager, ws []watchesfile.Watch, o O
 		return errors.New("--webhook-service: the operator's namespace is unknown out of a cluster: set --leader-election-namespace")
 	}
 	host, port, err := net.SplitHostPort(o.BindAddress)
-	if err != nil {
-		return fmt.Errorf("--webhook-bind-address: %w", err)
+	portNumber := 0
+	if err == nil {
+		portNumber, err = strconv.Atoi(port)
 	}
-	portNumber, err := strconv.Atoi(port)
 	if err != nil {
 		return fmt.Errorf("--webhook-bind-address: %w", err)
 	}
@@ -180,11 +180,7 @@ func Setup(ctx context.Context, mgr manager.Manager, ws []watchesfile.Watch, o O
 	}
 	server := webhook.NewServer(webhook.Options{Host: host, Port: portNumber, CertDir: dir})
 	server.Register(Path, &Webhook{Kinds: kinds})
-	var migrated []Kind
-	for _, k := range kinds {
-		migrated = append(migrated, k)
-	}
-	err = errors.Join(mgr.Add(server), mgr.Add(&Migration{Kinds: migrated, Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}))
+	err = errors.Join(mgr.Add(server), mgr.Add(&Migration{Kinds: slices.Collect(maps.Values(kinds)), Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}))
 	if renew != nil {
 		err = errors.Join(err, mgr.Add(everyReplica(renew)))
 	}

@@ -144,7 +144,7 @@ func ParseManifest(manifest, namespace string, namespaced func(schema.GroupVersi
 		if err := yaml.Unmarshal([]byte(docs[k]), &doc); err != nil {
 			return nil, fmt.Errorf("release manifest: %w", err)
 		}
-		for _, h := range doc.objects() {
+		for _, h := range doc.objects(nil) {
 			ref := Ref{GVK: schema.FromAPIVersionAndKind(h.APIVersion, h.Kind), Namespace: h.Namespace, Name: h.Name}
 			switch {
 			case !namespaced(ref.GVK):
@@ -165,17 +165,15 @@ type manifestObject struct {
 	Items                        []manifestObject `json:"items"`
 }
 
-// objects are the objects the document stands for: itself, or a List's items.
-func (o manifestObject) objects() []metav1.PartialObjectMetadata {
-	if o.Items == nil {
-		if o.Kind == "" {
-			return nil
+// objects appends to out the objects the document stands for: itself, or a List's items.
+func (o manifestObject) objects(out []metav1.PartialObjectMetadata) []metav1.PartialObjectMetadata {
+	switch {
+	case o.Items != nil:
+		for _, item := range o.Items {
+			out = item.objects(out)
 		}
-		return []metav1.PartialObjectMetadata{o.PartialObjectMetadata}
-	}
-	var out []metav1.PartialObjectMetadata
-	for _, item := range o.Items {
-		out = append(out, item.objects()...)
+	case o.Kind != "":
+		out = append(out, o.PartialObjectMetadata)
 	}
 	return out
 }

@@ -99,7 +99,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	if err != nil {
 		return err
 	}
-	forPredicates := []predicate.Predicate{selected, ChangedBeyondStatusWrites(r.Declaration.Kind.Status)}
 	r.objects = caches.Unfiltered(mgr.GetCache())
 	namespaced, err := apiutil.IsGVKNamespaced(r.GVK, mgr.GetRESTMapper())
 	if err != nil {
@@ -111,7 +110,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, selector metav1.LabelSel
 	}
 	r.controller, err = ctrl.NewControllerManagedBy(mgr).
 		Named(fmt.Sprintf("%s-status", r.GVK.Kind)).
-		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalescing(itself), forPredicates...)).
+		WatchesRawSource(source.Kind[client.Object](r.objects, owner, coalescing(itself), selected, ChangedBeyondStatusWrites(r.Declaration.Kind.Status))).
 		WatchesRawSource(source.Channel(r.Applied.events, &handler.TypedEnqueueRequestForObject[*unstructured.Unstructured]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Build(r)
@@ -136,15 +135,14 @@ func (r *Reconciler) watch(gvk schema.GroupVersionKind) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(r.GVK)
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Applied.Forget(req.NamespacedName)
-			r.Gone(req.NamespacedName)
-			return ctrl.Result{}, nil
-		}
+	switch err := r.Get(ctx, req.NamespacedName, obj); {
+	case apierrors.IsNotFound(err):
+		r.Applied.Forget(req.NamespacedName)
+		r.Gone(req.NamespacedName)
+		return ctrl.Result{}, nil
+	case err != nil:
 		return ctrl.Result{}, err
-	}
-	if obj.GetDeletionTimestamp() != nil {
+	case obj.GetDeletionTimestamp() != nil:
 		r.Applied.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -160,8 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":%s}`, obj.GetResourceVersion(), changed)
-	err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
-	if apierrors.IsConflict(err) {
+	if err = r.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -199,15 +196,14 @@ func (r *Reconciler) desired(ctx context.Context, obj *unstructured.Unstructured
 	isDeployed := Deployed(current)
 	var objects []ReleaseObject
 	if isDeployed {
-		objs, known, err := r.releaseObjects(ctx, key)
-		if err != nil || !known {
+		var known bool
+		if objects, known, err = r.releaseObjects(ctx, key); err != nil || !known {
 			// Not known: deployed before this process started (or by another shard), and not
 			// reconciled here since; the Helm reconciler's post hook, which runs once every object
 			// of the release carries this shard's label, brings us back: on start the reconciler
 			// reconciles every resource, and a resource handed over is reconciled by its claim.
 			return current, nil, err
 		}
-		objects = objs
 	}
 	evaluated := r.Declaration.Evaluate(obj.Object, lives(objects))
 	for _, err := range evaluated.Errors {
@@ -239,8 +235,7 @@ func (r *Reconciler) releaseObjects(ctx context.Context, key types.NamespacedNam
 			return nil, err
 		}
 		live := caches.ReleaseObject(r.Scheme(), ref.GVK)
-		err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy)
-		if err != nil {
+		if err := r.objects.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
 		return caches.Content(live, ref.GVK)
@@ -373,7 +368,8 @@ const (
 // queue holds one entry per resource, so the events of that window share one reconcile. It
 // handles the events of informers (source.Kind), which send no generic ones.
 func coalescing(requests func(client.Object) []reconcile.Request) handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	add := func(q queue, objs ...client.Object) {
 		for _, o := range objs {
 			for _, r := range requests(o) {
 				q.AddAfter(r, coalesceDelay)
@@ -381,14 +377,8 @@ func coalescing(requests func(client.Object) []reconcile.Request) handler.EventH
 		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.ObjectOld, e.ObjectNew)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, e.Object)
-		},
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q queue) { add(q, e.Object) },
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q queue) { add(q, e.ObjectOld, e.ObjectNew) },
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q queue) { add(q, e.Object) },
 	}
 }
