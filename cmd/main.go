@@ -25,8 +25,7 @@ func main() {
 	log.Info("starting", "watchesFile", opts.WatchesFile, "namespaces", os.Getenv(options.WatchNamespaceEnv))
 	// SIGTERM or SIGINT cancels the context: in-flight reconciles get GracefulShutdownTimeout to
 	// finish and the leader Lease is released so another replica takes over at once.
-	err := operator.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts, options.WatchNamespacesFromEnv())
-	if err != nil {
+	if err := operator.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts, options.WatchNamespacesFromEnv()); err != nil {
 		log.Error(err, "operator stopped with an error")
 		os.Exit(1)
 	}

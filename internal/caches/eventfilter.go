@@ -81,8 +81,7 @@ func NewCache(filters map[schema.GroupVersionKind]Filter, releaseObjects Filter)
 		if err != nil {
 			return nil, err
 		}
-		return &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters,
-			releaseObjects: releaseObjects}, nil
+		return &filteringCache{Cache: c, scheme: opts.Scheme, filters: filters, releaseObjects: releaseObjects}, nil
 	}
 }
 

@@ -76,9 +76,7 @@ var helmMetrics = sync.OnceValues(func() (*actionclient.Metrics, error) {
 })
 
 // rolloutMetrics are registered once per process, as helmMetrics.
-var rolloutMetrics = sync.OnceValues(func() (*rollout.Metrics, error) {
-	return rollout.NewMetrics(crmetrics.Registry)
-})
+var rolloutMetrics = sync.OnceValues(func() (*rollout.Metrics, error) { return rollout.NewMetrics(crmetrics.Registry) })
 
 // shared is what every kind's reconcilers share in this process.
 type shared struct {
@@ -119,26 +117,18 @@ type Kinds struct {
 // flags, as parsed) and what the process shares with them, and returns them. namespaces are the
 // watched namespaces (nil: all).
 func Setup(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config) (Kinds, error) {
-	var kinds Kinds
-	ks, err := setupKinds(mgr, ws, o, p, namespaces, &kinds)
-	kinds.Reconcilers = ks
-	return kinds, err
-}
-
-func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p Process, namespaces map[string]cache.Config,
-	kinds *Kinds) (map[schema.GroupVersionKind]reconcile.Reconciler, error) {
 	metrics, err := helmMetrics()
 	if err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
+		return Kinds{}, fmt.Errorf("registering metrics: %w", err)
 	}
 	secrets, err := caches.New(mgr, namespaces, caches.SecretMetadata)
 	if err != nil {
-		return nil, err
+		return Kinds{}, err
 	}
 	go actionclient.CodeVersion() // digest the executable before the first reconcile needs it
 	records, err := newRecordCache(mgr, namespaces)
 	if err != nil {
-		return nil, fmt.Errorf("creating the release record cache: %w", err)
+		return Kinds{}, fmt.Errorf("creating the release record cache: %w", err)
 	}
 	var index helmconfig.RecordIndex // the empty history of a new release answered from the record cache
 	if o.FastPaths.On(options.FastEmptyHistory) {
@@ -148,27 +138,26 @@ func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p P
 		followed:   &followed{scheme: mgr.GetScheme(), cache: mgr.GetCache(), kinds: map[schema.GroupVersionKind]bool{}},
 		namespaces: namespaces, secrets: secrets, records: records, metrics: metrics, unlock: p.Unlock,
 		running: p.ShardRunning}
-	if o.Shard.Sharded() {
-		sh.shardClaims = shard.NewClaims()
-	}
 	lookups, err := caches.New(mgr, namespaces, caches.Lookups)
 	if err != nil {
-		return nil, err
+		return Kinds{}, err
 	}
 	sh.lookups = actionclient.NewLookups(lookups, mgr.GetRESTMapper(), func(cr shard.Key) { sh.queues.Add(cr.GVK, cr.NamespacedName) })
 	if ns := RolloutNamespace(o); o.RolloutWaves && ns != "" {
 		m, err := rolloutMetrics()
 		if err != nil {
-			return nil, fmt.Errorf("registering metrics: %w", err)
+			return Kinds{}, fmt.Errorf("registering metrics: %w", err)
 		}
 		sh.waves = &waves{namespace: ns, metrics: m}
 	}
+	sh.remembered, _ = caches.ProcessRemembered() // its error was helmMetrics', above
 	if o.Shard.Sharded() {
 		if sh.claims, err = caches.New(mgr, namespaces, caches.Claims(o.Shard)); err != nil {
-			return nil, err
+			return Kinds{}, err
 		}
+		sh.shardClaims = shard.NewClaims()
+		sh.remembered.Register("shard_claims", schema.GroupVersionKind{}, nil, sh.shardClaims.Len)
 	}
-	sh.remembered, _ = caches.ProcessRemembered() // its error was helmMetrics', above
 	sh.waiters = actionclient.NewWaiters(sh.remembered, func(k shard.Key) { sh.queues.Add(k.GVK, k.NamespacedName) },
 		sh.followed.stillTaken(mgr.GetAPIReader()))
 	sh.remembered.Register("lookup_followers", schema.GroupVersionKind{}, sh.lookups.Forget, sh.lookups.Following)
@@ -176,9 +165,6 @@ func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p P
 		func(k shard.Key) { sh.releaseRecords.Forget(k.NamespacedName) }, sh.releaseRecords.Known)
 	// Entries that go with the write or the handover that made them: counted only.
 	sh.remembered.Register("own_writes", schema.GroupVersionKind{}, nil, sh.releaseRecords.InFlight)
-	if sh.shardClaims != nil {
-		sh.remembered.Register("shard_claims", schema.GroupVersionKind{}, nil, sh.shardClaims.Len)
-	}
 	accounts := map[string]*tenancy.Accounts{}
 	for _, w := range ws {
 		name := ServiceAccountFor(w, o)
@@ -186,27 +172,27 @@ func setupKinds(mgr ctrl.Manager, ws []watchesfile.Watch, o options.Options, p P
 			continue
 		}
 		if err := tenancy.CheckRights(context.Background(), mgr.GetClient(), name); err != nil {
-			return nil, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+			return Kinds{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
 		c, err := caches.New(mgr, namespaces, caches.ServiceAccounts(name))
 		if err != nil {
-			return nil, err
+			return Kinds{}, err
 		}
 		accounts[name] = tenancy.NewAccounts(name, c)
 	}
 	var readers []capabilityReader
-	reconcilers := map[schema.GroupVersionKind]reconcile.Reconciler{}
+	kinds := Kinds{Reconcilers: map[schema.GroupVersionKind]reconcile.Reconciler{}}
 	for _, w := range ws {
 		k, r, gate, err := setupOne(mgr, w, o, sh, accounts[ServiceAccountFor(w, o)])
 		if err != nil {
-			return nil, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
+			return Kinds{}, fmt.Errorf("watch %s: %w", w.GroupVersionKind, err)
 		}
-		readers, reconcilers[w.GroupVersionKind] = append(readers, k), r
+		readers, kinds.Reconcilers[w.GroupVersionKind] = append(readers, k), r
 		if gate != nil {
 			kinds.Gates = append(kinds.Gates, gate)
 		}
 	}
-	return reconcilers, mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: readers})
+	return kinds, mgr.Add(&apiWatch{cache: lookups, reader: mgr.GetCache(), queues: sh.queues, kinds: readers})
 }
 
 // ServiceAccountFor is the ServiceAccount the releases of w run as: its own, else the
@@ -219,22 +205,17 @@ func ServiceAccountFor(w watchesfile.Watch, o options.Options) string {
 // ServiceAccounts its Helm actions run as.
 func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh shared, accounts *tenancy.Accounts) (capabilityReader, *reconciler.Reconciler, *rollout.Gate, error) {
 	s := SettingsFor(w.Watch, o)
-	name := fmt.Sprintf("%s-controller", w.Kind)
 	// helm-operator-plugins' reconciler records through the core/v1 Events API.
-	recorder := mgr.GetEventRecorderFor(name) //nolint:staticcheck // its options take a record.EventRecorder
-	account := ServiceAccountFor(w, o)        // the identity of accounts, when not nil
+	recorder := mgr.GetEventRecorderFor(w.Kind + "-controller") //nolint:staticcheck // its options take a record.EventRecorder
 	configs, err := HelmConfigs(mgr.GetConfig(), mgr.GetRESTMapper(), w, o, sh.releaseRecords, accounts)
-	if err == nil {
-		configs.Cached = sh.followed.read
-	}
 	if err != nil {
 		return capabilityReader{}, nil, nil, err
 	}
-	secrets, err := CheckSecrets(mgr.GetConfig(), mgr.GetAPIReader(), account)
+	configs.Cached = sh.followed.read
+	secrets, err := CheckSecrets(mgr.GetConfig(), mgr.GetAPIReader(), ServiceAccountFor(w, o)) // the identity of accounts, when not nil
 	if err != nil {
 		return capabilityReader{}, nil, nil, err
 	}
-	use := actionclient.AnalyseChart(w.Chart)
 	declaration, err := chartapi.LoadCompiled(w.ChartPath)
 	if err != nil {
 		return capabilityReader{}, nil, nil, err
@@ -304,8 +285,8 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		opts = append(opts, reconciler.WithControllerSetupFunc(accounts.Watch(mgr.GetCache(), w.GroupVersionKind)))
 	}
 	if !s.SkipDependentWatches {
-		dependents := &dependentWatches{scheme: mgr.GetScheme(), mapper: mgr.GetRESTMapper(), cache: mgr.GetCache(), waiters: sh.waiters,
-			ownDelete: sh.releaseRecords.OwnDelete, followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
+		dependents := &dependentWatches{mapper: mgr.GetRESTMapper(), waiters: sh.waiters, ownDelete: sh.releaseRecords.OwnDelete,
+			followed: sh.followed, watched: map[schema.GroupVersionKind]bool{}}
 		// First among the post hooks, where helm-operator-plugins puts its own.
 		opts = append([]reconciler.Option{reconciler.WithControllerSetupFunc(dependents.setup),
 			reconciler.WithPostHook(actionclient.PostHook(dependents.postHook(log)))}, opts...)
@@ -333,7 +314,7 @@ func setupOne(mgr ctrl.Manager, w watchesfile.Watch, o options.Options, sh share
 		sh.remembered.Register("rollout_holds", gvk, func(k shard.Key) { gate.Forget(k.NamespacedName) }, gate.Len)
 	}
 	overrides, _ := json.Marshal(w.OverrideValues)
-	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: use, overrides: overrides}, r, gate, nil
+	return capabilityReader{gvk: w.GroupVersionKind, configs: configs, use: actionclient.AnalyseChart(w.Chart), overrides: overrides}, r, gate, nil
 }
 
 // HelmConfigs returns the Helm configurations of w's custom resources: actions run as the

@@ -48,10 +48,8 @@ import (
 // Update events reach it already thinned by the cache (package caches: updates of status only
 // are dropped there, for every controller of the Helm reconciler's).
 type dependentWatches struct {
-	scheme   *runtime.Scheme
 	mapper   meta.RESTMapper
-	cache    cache.Cache
-	followed *followed
+	followed *followed // its cache and scheme are those of the watches too
 	waiters  *actionclient.Waiters
 	// ownDelete tells this process's own deletions of release objects (helmconfig.Records).
 	ownDelete func(types.UID) bool
@@ -166,7 +164,7 @@ func (d *dependentWatches) watch(owner *unstructured.Unstructured, gvk schema.Gr
 		return err
 	}
 	owners := caches.OwnerRequests(owner.GroupVersionKind().GroupKind(), namespaced, true)
-	if err := d.ctrl.Watch(source.Kind(d.cache, caches.ReleaseObject(d.scheme, gvk), d.wakeOwners(gvk.Kind, owners))); err != nil {
+	if err := d.ctrl.Watch(source.Kind(d.followed.cache, caches.ReleaseObject(d.followed.scheme, gvk), d.wakeOwners(gvk.Kind, owners))); err != nil {
 		return err
 	}
 	d.watched[gvk] = true

@@ -53,8 +53,7 @@ func referencing(ctx context.Context, c client.Reader, gvk schema.GroupVersionKi
 	}
 	var requests []reconcile.Request
 	for _, item := range list.Items {
-		field, _, _ := unstructured.NestedFieldNoCopy(item.Object, "spec")
-		spec, _ := field.(map[string]any)
+		spec, _ := item.Object["spec"].(map[string]any)
 		if slices.ContainsFunc(paths, func(p string) bool { return chartapi.ValueAt(spec, p) == secret.GetName() }) {
 			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&item)})
 		}

@@ -146,7 +146,7 @@ func (g *Gate) Upgraded(obj client.Object, err error) {
 	g.see(key)
 	delete(g.held, key)
 	m, ok := g.state.Members[key.String()]
-	judged := ok && (m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded) // else not in a wave (a spec change, an override)
+	judged := ok && m.inFlight() // else not in a wave (a spec change, an override)
 	switch {
 	case judged && err != nil:
 		g.setPhase(key, m, PhaseFailed, "upgrade failed: "+err.Error())
@@ -236,15 +236,7 @@ func (g *Gate) Start(ctx context.Context) error {
 func (g *Gate) busy() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.held) > 0 || g.dirty || len(g.unsaved) > 0 {
-		return true
-	}
-	for _, m := range g.state.Members {
-		if m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded {
-			return true
-		}
-	}
-	return false
+	return len(g.held) > 0 || g.dirty || len(g.unsaved) > 0 || g.waveInFlight(true)
 }
 
 // load reads the stored state; until it is read, every upgrade waits, and those that waited are
@@ -256,21 +248,19 @@ func (g *Gate) load(ctx context.Context) error {
 	}
 	g.mu.Lock()
 	waited := slices.Collect(maps.Keys(g.held))
-	defer func() {
-		for _, k := range waited {
-			g.Wake(k)
-		}
-	}()
-	defer g.mu.Unlock()
 	g.state, g.loaded, g.started = st, true, time.Now()
 	g.dirty = true // records the target (and replaces the state of an older one)
 	// The waits of releases in flight start again with this process: while no operator ran,
 	// nothing could upgrade them or see them become Ready.
 	for k, m := range g.state.Members {
-		if m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded {
+		if m.inFlight() {
 			m.Since = metav1.NewTime(g.started)
 			g.state.Members[k] = m
 		}
+	}
+	g.mu.Unlock()
+	for _, k := range waited {
+		g.Wake(k)
 	}
 	return nil
 }
@@ -296,7 +286,7 @@ func (g *Gate) step(ctx context.Context) error {
 	g.judge(verdicts, now)
 	halted := g.haltPastBudget()
 	var admitted []types.NamespacedName
-	if g.state.Halted == "" && g.waveDone() {
+	if g.state.Halted == "" && !g.waveInFlight(false) {
 		if admitted, err = g.admit(ctx, now); err != nil {
 			g.mu.Unlock()
 			return err
@@ -456,14 +446,15 @@ func keyOf(member string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }
 
-// waveDone reports whether every release of the last wave is judged.
-func (g *Gate) waveDone() bool {
+// waveInFlight reports whether a release of the last wave (of any wave: all) is in flight: still to
+// be judged.
+func (g *Gate) waveInFlight(all bool) bool {
 	for _, m := range g.state.Members {
-		if m.Wave == g.state.Wave && (m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded) {
-			return false
+		if (all || m.Wave == g.state.Wave) && m.inFlight() {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // admit opens the next wave over the held releases. The first waits until every resource of
@@ -486,21 +477,15 @@ func (g *Gate) admit(ctx context.Context, now time.Time) ([]types.NamespacedName
 		}
 		g.seen = nil
 	}
-	candidates := make([]types.NamespacedName, 0, len(g.held))
-	for k := range g.held {
-		if _, member := g.state.Members[k.String()]; !member {
-			candidates = append(candidates, k)
-		}
-	}
+	candidates := slices.DeleteFunc(slices.Collect(maps.Keys(g.held)), func(k types.NamespacedName) bool {
+		_, member := g.state.Members[k.String()]
+		return member
+	})
 	slices.SortFunc(candidates, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	wave := g.state.Wave + 1
 	var chosen []types.NamespacedName
-	if wave == 0 && g.Settings.CanarySelector != nil {
-		for _, k := range candidates {
-			if g.Settings.CanarySelector.Matches(g.held[k]) {
-				chosen = append(chosen, k)
-			}
-		}
+	if sel := g.Settings.CanarySelector; wave == 0 && sel != nil {
+		chosen = slices.DeleteFunc(slices.Clone(candidates), func(k types.NamespacedName) bool { return !sel.Matches(g.held[k]) })
 	}
 	if len(chosen) == 0 {
 		size := g.Settings.Canaries

@@ -54,6 +54,9 @@ func newState(target string) State {
 	return State{Target: target, Wave: -1, Members: map[string]Member{}}
 }
 
+// inFlight reports whether m is admitted or upgraded: in a wave, and not judged yet.
+func (m Member) inFlight() bool { return m.Phase == PhaseAdmitted || m.Phase == PhaseUpgraded }
+
 // StateStore keeps a rollout's state where a restarted operator finds it.
 type StateStore interface {
 	// Load returns the state of the rollout to target: a new one when none is stored for it.
@@ -118,8 +121,7 @@ func (s Store) Save(ctx context.Context, st State) error {
 		Data: map[string]string{stateKey: string(raw)},
 	}
 	//nolint:staticcheck // client.Apply with an object is controller-runtime v0.22's apply for typed objects
-	err = s.Writer.Patch(ctx, cm, client.Apply, client.FieldOwner("myproxy-operator-rollout"), client.ForceOwnership)
-	if err != nil {
+	if err := s.Writer.Patch(ctx, cm, client.Apply, client.FieldOwner("myproxy-operator-rollout"), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing the rollout state %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	return nil
