@@ -444,11 +444,17 @@ func rawPatch(patch string) client.Patch {
 }
 
 // waitRevision waits until every kind's release is deployed at revision want (the stock
-// operator keeps only the last revisions of a release).
+// operator keeps only the last revisions of a release). The stock operator retries a reconcile
+// that failed at its backoff or, at the latest, at its resync (a minute by default): its bound
+// allows for one such retry.
 func (s corpusSubject) waitRevision(t *testing.T, want int) {
 	t.Helper()
+	bound := timeout
+	if s.stock {
+		bound += time.Minute
+	}
 	for _, k := range s.constructs {
-		harness.Eventually(t, timeout, fmt.Sprintf("%s: %s at revision %d, deployed", s.name, k.kind, want), func(context.Context) (bool, string) {
+		harness.Eventually(t, bound, fmt.Sprintf("%s: %s at revision %d, deployed", s.name, k.kind, want), func(context.Context) (bool, string) {
 			h := s.history(t, k.kind)
 			return len(h) > 0 && h[len(h)-1].Revision == want && h[len(h)-1].Status == "deployed", fmt.Sprintf("history %+v", h)
 		})
