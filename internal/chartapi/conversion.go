@@ -1,6 +1,8 @@
 package chartapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,9 +37,9 @@ func (c *Compiled) Convert(spec map[string]any, from, to string, kept Kept) (map
 }
 
 // Fits tells what the schema each older version was served with holds (as the chart keeps it):
-// a field, by its path in the spec, named by its object, under a map's values, or under an
-// object that keeps unknown fields. A version the chart keeps no schema of holds nothing: what a
-// conversion to it would drop is kept instead.
+// a field, by its path in the spec, named by its object, under a map's values, in a list's
+// items (the path element itemElem), or under an object that keeps unknown fields. A version
+// the chart keeps no schema of holds nothing: what a conversion to it would drop is kept instead.
 func (c *Compiled) Fits(version string, path []string) bool {
 	i := c.versionIndex(version)
 	if i < 0 {
@@ -50,6 +52,8 @@ func (c *Compiled) Fits(version string, path []string) bool {
 			return false
 		case node["x-kubernetes-preserve-unknown-fields"] == true:
 			return true
+		case key == itemElem:
+			node, _ = node["items"].(map[string]any)
 		case props[key] != nil:
 			node, _ = props[key].(map[string]any)
 		default:
@@ -72,11 +76,26 @@ func (c *Compiled) versionIndex(name string) int {
 	return slices.IndexFunc(c.Kind.Versions, func(v Version) bool { return v.Name == name })
 }
 
-// up converts a spec of version i to version i-1: the changes of version i in order, then the
-// fields of version i-1 kept when it was converted to version i.
+// up converts a spec of version i to version i-1: the fields of version i-1 kept when it was
+// converted to version i put back, then the changes of version i in order. The kept fields go
+// back first because down kept them at their paths in version i's layout: a change that moves
+// their parent carries them along.
 func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, error) {
 	v, newer := c.Kind.Versions[i], c.Kind.Versions[i-1].Name
 	out := runtime.DeepCopyJSON(old)
+	for _, path := range slices.Sorted(maps.Keys(kept[newer])) {
+		keys, val := strings.Split(path, "."), kept[newer][path]
+		have, set := get(out, path)
+		list, isList := have.([]any)
+		items, keptList := val.([]any)
+		switch fits := c.Fits(v.Name, keys); {
+		case !fits && !set:
+			put(out, path, val)
+		case fits && isList && keptList: // a list whose items held fields version i has no place for
+			put(out, path, c.rejoin(v.Name, keys, list, items))
+		}
+	}
+	delete(kept, newer)
 	for _, ch := range v.Changes {
 		switch {
 		case ch.Move != nil:
@@ -103,17 +122,45 @@ func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, err
 			}
 		}
 	}
-	for _, path := range slices.Sorted(maps.Keys(kept[newer])) {
-		if _, set := get(out, path); !set {
-			put(out, path, kept[newer][path])
-		}
-	}
-	delete(kept, newer)
 	return out, nil
 }
 
+// rejoin gives back each item of list (the list at path, as version holds it) that is still as
+// one of the kept items (the list as the newer version held it) shows at version: that kept item
+// whole, with the fields version has no place for. The item at the same position is tried first,
+// then every other (the list was reordered). An item edited or added at version stays as written.
+func (c *Compiled) rejoin(version string, path []string, list, kept []any) []any {
+	seen := make([][]byte, len(kept)) // each kept item as version shows it
+	for j, item := range kept {
+		if obj, ok := item.(map[string]any); ok {
+			view := runtime.DeepCopyJSON(obj)
+			dropUnfit(view, append(slices.Clone(path), itemElem), func(p []string, _ any) bool { return !c.Fits(version, p) })
+			item = view
+		}
+		seen[j], _ = json.Marshal(item) // JSON: the kept items' numbers come back from the annotation as float64
+	}
+	out, used, done := slices.Clone(list), make([]bool, len(kept)), make([]bool, len(list))
+	match := func(n, j int) bool {
+		if raw, _ := json.Marshal(list[n]); used[j] || !bytes.Equal(raw, seen[j]) {
+			return false
+		}
+		out[n], used[j] = kept[j], true
+		return true
+	}
+	for n := range min(len(list), len(kept)) {
+		done[n] = match(n, n)
+	}
+	for n := range list {
+		for j := 0; !done[n] && j < len(kept); j++ {
+			done[n] = match(n, j)
+		}
+	}
+	return out
+}
+
 // down converts a spec of version i-1 to version i: the changes of version i undone, last first,
-// then the fields version i does not hold kept for version i-1.
+// then the fields version i does not hold kept for version i-1, at their paths in version i's
+// layout. A field of a list's item is kept as the whole list it is in, as it was (rejoin).
 func (c *Compiled) down(i int, newer map[string]any, kept Kept) (map[string]any, error) {
 	v := c.Kind.Versions[i]
 	out := runtime.DeepCopyJSON(newer)
@@ -146,9 +193,14 @@ func (c *Compiled) down(i int, newer map[string]any, kept Kept) (map[string]any,
 	if len(kept[v.Name]) == 0 {
 		delete(kept, v.Name)
 	}
+	whole := runtime.DeepCopyJSON(out)
 	dropUnfit(out, nil, func(path []string, val any) bool {
 		if c.Fits(v.Name, path) {
 			return false
+		}
+		if n := slices.Index(path, itemElem); n >= 0 {
+			path = path[:n] // the list the item is in, kept whole as it was
+			val, _ = get(whole, strings.Join(path, "."))
 		}
 		keep(kept, c.Kind.Versions[i-1].Name, strings.Join(path, "."), val)
 		return true
@@ -156,14 +208,27 @@ func (c *Compiled) down(i int, newer map[string]any, kept Kept) (map[string]any,
 	return out, nil
 }
 
-// dropUnfit deletes from m (at path) each field drop says so of, descending into objects.
+// itemElem stands, in a path of dropUnfit and Fits, for any item of a list.
+const itemElem = "[]"
+
+// dropUnfit deletes from m (at path) each field drop says so of, descending into objects and
+// into the objects a list holds.
 func dropUnfit(m map[string]any, path []string, drop func(path []string, val any) bool) {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		p := append(slices.Clone(path), k)
 		if drop(p, m[k]) {
 			delete(m, k)
-		} else if child, ok := m[k].(map[string]any); ok {
+			continue
+		}
+		switch child := m[k].(type) {
+		case map[string]any:
 			dropUnfit(child, p, drop)
+		case []any:
+			for _, item := range child {
+				if obj, ok := item.(map[string]any); ok {
+					dropUnfit(obj, append(slices.Clone(p), itemElem), drop)
+				}
+			}
 		}
 	}
 }

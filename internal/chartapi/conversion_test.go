@@ -137,6 +137,96 @@ func TestConversionRoundTrips(t *testing.T) {
 	}
 }
 
+// listVersions declares v2 (the chart's) and v1, which moves an object and a list: v2 added
+// fields under both and in the items of another list.
+const listVersions = `
+versions:
+  - name: v2
+  - name: v1
+    changes:
+      - move: {from: tls, to: security.tls}
+      - move: {from: backends, to: upstream.backends}
+`
+
+// v1Lists is the spec schema v1 was served with: no minVersion, weight or retries.
+func v1Lists() map[string]any {
+	str := map[string]any{"type": "string"}
+	object := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props}
+	}
+	list := func(item map[string]any) map[string]any { return map[string]any{"type": "array", "items": item} }
+	return object(map[string]any{"tls": object(map[string]any{"secretName": str}),
+		"backends": list(object(map[string]any{"host": str})),
+		"routes":   list(object(map[string]any{"path": str, "rewrite": list(object(map[string]any{"from": str}))}))})
+}
+
+// A field a newer version added under a moved object, or in a list's items, comes back from a
+// write at the older version: a list's items are found again where the older version's client
+// reordered them, and an item it edited or added stays as it wrote it.
+func TestFieldsAnOlderVersionLacksSurviveItsWrites(t *testing.T) {
+	k, err := Parse([]byte(listVersions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.CheckVersions("v2"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kind.Versions[1].Published = published(v1Lists())
+	stored := `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},
+		"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]},
+		"routes":[{"path":"/a","retries":1,"rewrite":[{"from":"/x","flags":"last"}]},{"path":"/b","retries":2},{"path":"/c"}]}`
+	asV1 := `{"tls":{"secretName":"cert"},"backends":[{"host":"a"},{"host":"b"}],
+		"routes":[{"path":"/a","rewrite":[{"from":"/x"}]},{"path":"/b"},{"path":"/c"}]}`
+	cases := []struct {
+		name  string
+		write func(v1 map[string]any) // what a client writing at v1 changes
+		want  string
+	}{
+		{name: "read and written back unchanged", write: func(map[string]any) {}, want: stored},
+		{name: "routes reordered, one edited, one added; a backend removed",
+			write: func(v1 map[string]any) {
+				r := v1["routes"].([]any)
+				r[1].(map[string]any)["path"] = "/b2"
+				v1["routes"] = []any{r[2], r[1], r[0], map[string]any{"path": "/d"}}
+				v1["backends"] = v1["backends"].([]any)[1:]
+			},
+			want: `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"upstream":{"backends":[{"host":"b","weight":1}]},
+				"routes":[{"path":"/c"},{"path":"/b2"},{"path":"/a","retries":1,"rewrite":[{"from":"/x","flags":"last"}]},{"path":"/d"}]}`},
+		{name: "the list emptied", write: func(v1 map[string]any) { delete(v1, "routes") },
+			want: `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kept := Kept{}
+			v1, err := c.Convert(specOf(t, stored), "v2", "v1", kept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := specOf(t, asV1); !reflect.DeepEqual(v1, want) {
+				t.Fatalf("at v1 %s, want %s", show(v1), show(want))
+			}
+			// The kept fields travel in an annotation: through JSON, as the webhook reads them.
+			raw, _ := json.Marshal(kept)
+			kept = Kept{}
+			if err := json.Unmarshal(raw, &kept); err != nil {
+				t.Fatal(err)
+			}
+			tc.write(v1)
+			got, err := c.Convert(v1, "v1", "v2", kept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := specOf(t, tc.want); !reflect.DeepEqual(normalised(t, got), want) {
+				t.Errorf("written at v1, stored %s, want %s", show(got), show(want))
+			}
+		})
+	}
+}
+
 func show(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // published is a CRD version entry whose spec schema is spec.

@@ -105,8 +105,12 @@ func TestAKindsAPIChangesWithItsChart(t *testing.T) {
 	if err == nil || !strings.Contains(out, "spec.replicas: v1alpha1 has no spec.replicas") {
 		t.Fatalf("make manifests took the rename without a declaration (%v):\n%s", err, out)
 	}
-	// Declared: a new version, with the move from the old one.
+	// Declared: a new version, with the move from the old one. It also gives a route a field
+	// that v1alpha1's routes do not have.
 	harness.DeclareReplicasRenamed(t, project)
+	harness.EditFile(t, filepath.Join(project, "helm-charts", "myproxy", "values.schema.json"), `"timeoutSeconds": {`,
+		`"retries": {"description": "Times a failed request is tried again.", "type": "integer", "minimum": 0, "maximum": 5},
+          "timeoutSeconds": {`)
 	harness.Run(t, nil, "make", "-C", project, "manifests")
 	harness.Run(t, env, "make", "-C", project, "install", kustomize)
 
@@ -176,8 +180,40 @@ func TestAKindsAPIChangesWithItsChart(t *testing.T) {
 	if got := kubectl(t, "get", "myproxy."+versionsGroup, "-n", ns, "late", "-o", "jsonpath={.spec.replicaCount}"); got != "2" {
 		t.Errorf("written at v1alpha1, read at v1beta1: replicaCount %q", got)
 	}
+	oldClientKeepsNewerFields(t, ns)
 	kubectl(t, "delete", "myproxies."+versionsGroup, "-n", ns, "--all", "--timeout=180s")
 	op.Stop(t)
+}
+
+// oldClientKeepsNewerFields writes a MyProxy at v1beta1 with a route's retries, which v1alpha1's
+// routes lack; a client of v1alpha1 reads it, reorders its routes, changes its replicas and
+// replaces it whole: the retries stay with their route.
+func oldClientKeepsNewerFields(t *testing.T, ns string) {
+	t.Helper()
+	kubectl(t, "apply", "-n", ns, "-f", harness.WriteTemp(t, "routed-*.yaml", []byte(fmt.Sprintf(
+		"apiVersion: %s/v1beta1\nkind: MyProxy\nmetadata: {name: routed}\nspec:\n  replicaCount: 1\n  routes:\n"+
+			"  - {path: /b, upstream: 'http://b.example'}\n  - {path: /a, upstream: 'http://a.example', retries: 2}\n", versionsGroup))))
+	raw, err := exec.Command("kubectl", "--kubeconfig", kubeconfig, "get", "myproxy.v1alpha1."+versionsGroup, "-n", ns, "routed", "-o", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole map[string]any
+	if err := json.Unmarshal(raw, &whole); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := whole["spec"].(map[string]any)
+	routes, _ := spec["routes"].([]any)
+	if len(routes) != 2 || slices.ContainsFunc(routes, func(r any) bool { _, ok := r.(map[string]any)["retries"]; return ok }) {
+		t.Fatalf("read at v1alpha1, routes %v: want two, without retries", routes)
+	}
+	spec["routes"], spec["replicas"] = []any{routes[1], routes[0]}, 2
+	edited, _ := json.Marshal(whole)
+	kubectl(t, "replace", "-f", harness.WriteTemp(t, "routed-*.json", edited))
+	got := kubectl(t, "get", "myproxy.v1beta1."+versionsGroup, "-n", ns, "routed", "-o",
+		`jsonpath={.spec.replicaCount} {.spec.routes[0].path}:{.spec.routes[0].retries} {.spec.routes[1].path}:{.spec.routes[1].retries}`)
+	if want := "2 /a:2 /b:"; got != want {
+		t.Errorf("replaced at v1alpha1, read at v1beta1: %q, want %q", got, want)
+	}
 }
 
 // managerUser is the user a ServiceAccount kubeconfig authenticates as.
