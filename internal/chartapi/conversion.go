@@ -84,12 +84,13 @@ func (c *Compiled) up(i int, old map[string]any, kept Kept) (map[string]any, err
 	v, newer := c.Kind.Versions[i], c.Kind.Versions[i-1].Name
 	out := runtime.DeepCopyJSON(old)
 	for _, path := range slices.Sorted(maps.Keys(kept[newer])) {
-		keys, val := strings.Split(path, "."), kept[newer][path]
+		keys, val := keysOf(path), kept[newer][path]
 		have, set := get(out, path)
+		_, parentSet := get(out, pathOf(keys[:len(keys)-1]))
 		list, isList := have.([]any)
 		items, keptList := val.([]any)
 		switch fits := c.Fits(v.Name, keys); {
-		case !fits && !set:
+		case !fits && !set && parentSet: // an object the older version's client removed stays removed
 			put(out, path, val)
 		case fits && isList && keptList: // a list whose items held fields version i has no place for
 			put(out, path, c.rejoin(v.Name, keys, list, items))
@@ -200,9 +201,9 @@ func (c *Compiled) down(i int, newer map[string]any, kept Kept) (map[string]any,
 		}
 		if n := slices.Index(path, itemElem); n >= 0 {
 			path = path[:n] // the list the item is in, kept whole as it was
-			val, _ = get(whole, strings.Join(path, "."))
+			val, _ = get(whole, pathOf(path))
 		}
-		keep(kept, c.Kind.Versions[i-1].Name, strings.Join(path, "."), val)
+		keep(kept, c.Kind.Versions[i-1].Name, pathOf(path), val)
 		return true
 	})
 	return out, nil
@@ -240,20 +241,35 @@ func keep(kept Kept, version, path string, val any) {
 	kept[version][path] = val
 }
 
-// get, take and put read, remove and write the value at a dotted path of nested objects.
+// get, take and put read, remove and write the value at a dotted path of nested objects (see
+// keysOf); the empty path is m itself.
 func get(m map[string]any, path string) (any, bool) {
-	v, ok, _ := unstructured.NestedFieldNoCopy(m, strings.Split(path, ".")...)
+	if path == "" {
+		return m, true
+	}
+	v, ok, _ := unstructured.NestedFieldNoCopy(m, keysOf(path)...)
 	return v, ok
 }
 
+// take also removes the objects the removal leaves empty: a move's or a compute's parents are
+// not values of their own.
 func take(m map[string]any, path string) (any, bool) {
 	v, ok := get(m, path)
-	unstructured.RemoveNestedField(m, strings.Split(path, ".")...)
+	if !ok {
+		return nil, false
+	}
+	keys := keysOf(path)
+	for n := len(keys); n > 0; n-- {
+		unstructured.RemoveNestedField(m, keys[:n]...)
+		if parent, _ := get(m, pathOf(keys[:n-1])); n == 1 || len(parent.(map[string]any)) > 0 {
+			break
+		}
+	}
 	return v, ok
 }
 
 func put(m map[string]any, path string, v any) {
-	keys := strings.Split(path, ".")
+	keys := keysOf(path)
 	for _, k := range keys[:len(keys)-1] {
 		child, ok := m[k].(map[string]any)
 		if !ok {
@@ -263,6 +279,36 @@ func put(m map[string]any, path string, v any) {
 		m = child
 	}
 	m[keys[len(keys)-1]] = v
+}
+
+// pathOf joins keys into a dotted path, a dot or a backslash within a key (a map's key, such as
+// a host name) escaped by a backslash; keysOf splits it again. A declared path (a change's field)
+// holds neither, and splits at its dots.
+func pathOf(keys []string) string {
+	escape := strings.NewReplacer(`\`, `\\`, ".", `\.`)
+	escaped := make([]string, len(keys))
+	for i, k := range keys {
+		escaped[i] = escape.Replace(k)
+	}
+	return strings.Join(escaped, ".")
+}
+
+func keysOf(path string) []string {
+	var keys []string
+	var key strings.Builder
+	for i := 0; i < len(path); i++ {
+		switch {
+		case path[i] == '\\' && i+1 < len(path):
+			i++
+			key.WriteByte(path[i])
+		case path[i] == '.':
+			keys = append(keys, key.String())
+			key.Reset()
+		default:
+			key.WriteByte(path[i])
+		}
+	}
+	return append(keys, key.String())
 }
 
 // evaluateAny runs a conversion expression over a spec; null or an empty optional is nil.

@@ -156,13 +156,15 @@ func v1Lists() map[string]any {
 	}
 	list := func(item map[string]any) map[string]any { return map[string]any{"type": "array", "items": item} }
 	return object(map[string]any{"tls": object(map[string]any{"secretName": str}),
+		"hosts":    map[string]any{"type": "object", "additionalProperties": object(map[string]any{"cert": str})},
 		"backends": list(object(map[string]any{"host": str})),
 		"routes":   list(object(map[string]any{"path": str, "rewrite": list(object(map[string]any{"from": str}))}))})
 }
 
-// A field a newer version added under a moved object, or in a list's items, comes back from a
-// write at the older version: a list's items are found again where the older version's client
-// reordered them, and an item it edited or added stays as it wrote it.
+// A field a newer version added under a moved object, under a map's values (keys with dots
+// among them), or in a list's items, comes back from a write at the older version: a list's
+// items are found again where the older version's client reordered them, an item it edited or
+// added stays as it wrote it, and an object it removed stays removed.
 func TestFieldsAnOlderVersionLacksSurviveItsWrites(t *testing.T) {
 	k, err := Parse([]byte(listVersions))
 	if err != nil {
@@ -176,10 +178,10 @@ func TestFieldsAnOlderVersionLacksSurviveItsWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Kind.Versions[1].Published = published(v1Lists())
-	stored := `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},
+	stored := `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"hosts":{"a.example.com":{"cert":"a","minVersion":"1.2"}},
 		"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]},
 		"routes":[{"path":"/a","retries":1,"rewrite":[{"from":"/x","flags":"last"}]},{"path":"/b","retries":2},{"path":"/c"}]}`
-	asV1 := `{"tls":{"secretName":"cert"},"backends":[{"host":"a"},{"host":"b"}],
+	asV1 := `{"tls":{"secretName":"cert"},"hosts":{"a.example.com":{"cert":"a"}},"backends":[{"host":"a"},{"host":"b"}],
 		"routes":[{"path":"/a","rewrite":[{"from":"/x"}]},{"path":"/b"},{"path":"/c"}]}`
 	cases := []struct {
 		name  string
@@ -194,10 +196,16 @@ func TestFieldsAnOlderVersionLacksSurviveItsWrites(t *testing.T) {
 				v1["routes"] = []any{r[2], r[1], r[0], map[string]any{"path": "/d"}}
 				v1["backends"] = v1["backends"].([]any)[1:]
 			},
-			want: `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"upstream":{"backends":[{"host":"b","weight":1}]},
+			want: `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"hosts":{"a.example.com":{"cert":"a","minVersion":"1.2"}},"upstream":{"backends":[{"host":"b","weight":1}]},
 				"routes":[{"path":"/c"},{"path":"/b2"},{"path":"/a","retries":1,"rewrite":[{"from":"/x","flags":"last"}]},{"path":"/d"}]}`},
 		{name: "the list emptied", write: func(v1 map[string]any) { delete(v1, "routes") },
-			want: `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]}}`},
+			want: `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"hosts":{"a.example.com":{"cert":"a","minVersion":"1.2"}},"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]}}`},
+		{name: "tls and a host removed", write: func(v1 map[string]any) {
+			delete(v1, "tls")
+			v1["hosts"] = map[string]any{"b": map[string]any{"cert": "b"}}
+		},
+			want: `{"hosts":{"b":{"cert":"b"}},"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]},
+				"routes":[{"path":"/a","retries":1,"rewrite":[{"from":"/x","flags":"last"}]},{"path":"/b","retries":2},{"path":"/c"}]}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
