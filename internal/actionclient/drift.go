@@ -61,7 +61,13 @@ func (s unchangedStep) run() error {
 // leaves out, and turns a Secret's stringData into data). Nor is one another release owns; a
 // write carries the UID of the object read (or, to create, the version of an absent one), so
 // that an object another process made again meanwhile is left as it is.
+//
+// Each object is read from the cache of release objects where it holds it (fast path
+// cached-checks), else from the apiserver. A change the cache has not taken in yet is no change
+// missed: the cache takes in an object's change before the event wakes its custom resource, and
+// the reconcile that event brings reads it. The write carries the UID of the object read.
 func (r *reconcile) correctDrift(rel *release.Release) error {
+	defer helmconfig.SetAction(r.cfg, helmconfig.Action{Answers: helmconfig.FromCache})()
 	objs, err := r.cfg.KubeClient.Build(strings.NewReader(rel.Manifest), false)
 	if err != nil {
 		return err

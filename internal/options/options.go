@@ -126,8 +126,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Take the operator's fast paths: the upgrade check answered from digests instead of a dry run ("+FastDigests+"), "+
 			"a new release's empty history answered from the record cache ("+FastEmptyHistory+"), updates of release objects "+
 			"that change only the Deployment revision ignored ("+FastBookkeeping+"), release records encoded with pooled "+
-			"compressors ("+FastRecordEncoding+"), the reads of Helm's ownership checks answered from the cache of release "+
-			"objects ("+FastCachedChecks+"). true takes every one; "+
+			"compressors ("+FastRecordEncoding+"), the reads of Helm's ownership checks and of drift correction answered "+
+			"from the cache of release objects ("+FastCachedChecks+"). true takes every one; "+
 			"false runs helm-operator-plugins' and Helm's own path for each (the same outcome, at their cost); a "+
 			"comma-separated list takes those named.")
 	fs.Float64Var(new(float64), "chart-rollout-rate", 0,
@@ -238,8 +238,8 @@ const (
 	// FastRecordEncoding encodes release records with pooled compressors instead of Helm's new
 	// compressor at the best compression per record.
 	FastRecordEncoding = "record-encoding"
-	// FastCachedChecks answers the reads of Helm's ownership checks from the cache of release
-	// objects instead of the apiserver (helmconfig.Answers).
+	// FastCachedChecks answers the reads of Helm's ownership checks, and of drift correction, from
+	// the cache of release objects instead of the apiserver (helmconfig.Answers).
 	FastCachedChecks = "cached-checks"
 )
 
