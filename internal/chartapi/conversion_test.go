@@ -270,3 +270,20 @@ func TestVersionsAreCheckedWhenLoaded(t *testing.T) {
 		t.Errorf("a compute expression that does not compile: %v", err)
 	}
 }
+
+// A kept field's path gives back the keys it was made of, whatever they hold (dots, backslashes,
+// nothing), and a declared path splits at its dots.
+func FuzzKeptPaths(f *testing.F) {
+	for _, seed := range []string{"tls.secretName", "hosts\x00a.example.com\x00minVersion", `a\b.\x00`, "\x00", ""} {
+		f.Add(seed)
+	}
+	if got := keysOf("tls.secretName"); !reflect.DeepEqual(got, []string{"tls", "secretName"}) {
+		f.Errorf("keysOf(tls.secretName) = %q", got)
+	}
+	f.Fuzz(func(t *testing.T, joined string) {
+		keys := strings.Split(joined, "\x00")
+		if got := keysOf(pathOf(keys)); !reflect.DeepEqual(got, keys) {
+			t.Errorf("keysOf(pathOf(%q)) = %q", keys, got)
+		}
+	})
+}
