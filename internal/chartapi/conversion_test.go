@@ -27,13 +27,14 @@ versions:
       - remove: {field: legacy, why: the proxy dropped it}
 `
 
-func compiledVersions(t *testing.T, decl string) *Compiled {
+// compiledVersions compiles decl, whose first version, watched, is the chart's own.
+func compiledVersions(t *testing.T, decl, watched string) *Compiled {
 	t.Helper()
 	k, err := Parse([]byte(decl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.CheckVersions("v1"); err != nil {
+	if err := k.CheckVersions(watched); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Compile(k)
@@ -89,7 +90,7 @@ func normalised(t *testing.T, m map[string]any) map[string]any {
 // Each change converts up and back; a round trip, either way and across versions, gives back
 // what was stored: a removed field and a field an older version does not hold travel in Kept.
 func TestConversionRoundTrips(t *testing.T) {
-	c := compiledVersions(t, threeVersions)
+	c := compiledVersions(t, threeVersions, "v1")
 	// The schemas the older versions were served with: v1alpha1 holds replicas, legacy,
 	// timeoutSeconds, tls.secret and image; v1beta1 keeps unknown fields.
 	str := map[string]any{"type": "string"}
@@ -166,17 +167,7 @@ func v1Lists() map[string]any {
 // items are found again where the older version's client reordered them, an item it edited or
 // added stays as it wrote it, and an object it removed stays removed.
 func TestFieldsAnOlderVersionLacksSurviveItsWrites(t *testing.T) {
-	k, err := Parse([]byte(listVersions))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.CheckVersions("v2"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := Compile(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := compiledVersions(t, listVersions, "v2")
 	c.Kind.Versions[1].Published = published(v1Lists())
 	stored := `{"security":{"tls":{"secretName":"cert","minVersion":"1.3"}},"hosts":{"a.example.com":{"cert":"a","minVersion":"1.2"}},
 		"upstream":{"backends":[{"host":"a","weight":2},{"host":"b","weight":1}]},
